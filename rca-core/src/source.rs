@@ -1,0 +1,373 @@
+//! Data-source traits: logs, metrics, traces, code repositories and SQL tables. Each streams
+//! typed records over a time range; adapters for files and servers live in rca-tools.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+
+use crate::error::SourceError;
+use crate::time::{TimeRange, Timestamp};
+
+/// A stream of records, each of which may fail on its own.
+pub type RecordStream<T> = Pin<Box<dyn Stream<Item = Result<T, SourceError>> + Send>>;
+
+/// Severity of a log line, ordered from least to most severe.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    /// Finest detail.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation (the default when a line names no level).
+    #[default]
+    Info,
+    /// Something unexpected that the system survived.
+    Warning,
+    /// An operation failed.
+    Error,
+    /// The component cannot go on.
+    Fatal,
+}
+
+impl Level {
+    /// Reads a level word as logs spell it (`WARN`, `warning`, `E`, `SEVERE`, ...).
+    pub fn parse(word: &str) -> Option<Level> {
+        let w = word.trim().trim_matches(|c: char| !c.is_ascii_alphabetic());
+        Some(match w.to_ascii_uppercase().as_str() {
+            "TRACE" | "FINEST" | "FINER" | "V" | "VERBOSE" => Level::Trace,
+            "DEBUG" | "FINE" | "D" => Level::Debug,
+            "INFO" | "INFORMATION" | "NOTICE" | "I" => Level::Info,
+            "WARN" | "WARNING" | "W" => Level::Warning,
+            "ERROR" | "ERR" | "E" | "SEVERE" | "FAILURE" => Level::Error,
+            "FATAL" | "CRITICAL" | "CRIT" | "F" | "PANIC" | "EMERG" | "ALERT" => Level::Fatal,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Trace => "TRACE",
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warning => "WARNING",
+            Level::Error => "ERROR",
+            Level::Fatal => "FATAL",
+        })
+    }
+}
+
+/// One log line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// When it was written.
+    pub timestamp: Timestamp,
+    /// The component (service, pod, host) that wrote it.
+    pub component: String,
+    /// Its level, when known.
+    pub level: Option<Level>,
+    /// The message.
+    pub message: String,
+    /// Further fields (trace id, thread, file and line).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Which log lines to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogQuery {
+    /// The time range.
+    pub range: TimeRange,
+    /// Only this component (exact name), if set.
+    pub component: Option<String>,
+    /// Only lines at or above this level, if set (lines without a level count as INFO).
+    pub min_level: Option<Level>,
+    /// At most this many lines, if set.
+    pub limit: Option<usize>,
+}
+
+impl LogQuery {
+    /// Every line in a range.
+    pub fn range(range: TimeRange) -> Self {
+        LogQuery {
+            range,
+            component: None,
+            min_level: None,
+            limit: None,
+        }
+    }
+
+    /// Whether a record satisfies the query's filters (range, component, level).
+    pub fn matches(&self, r: &LogRecord) -> bool {
+        self.range.contains(r.timestamp)
+            && self.component.as_ref().is_none_or(|c| *c == r.component)
+            && self
+                .min_level
+                .is_none_or(|min| r.level.unwrap_or_default() >= min)
+    }
+}
+
+/// A source of log lines.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use rca_core::source::{LogQuery, LogRecord, LogSource, RecordStream};
+/// use rca_core::SourceError;
+///
+/// struct InMemory(Vec<LogRecord>);
+///
+/// #[async_trait]
+/// impl LogSource for InMemory {
+///     async fn logs(&self, q: &LogQuery) -> Result<RecordStream<LogRecord>, SourceError> {
+///         let hits: Vec<_> = self.0.iter().filter(|r| q.matches(r)).cloned().map(Ok).collect();
+///         Ok(Box::pin(futures::stream::iter(hits)))
+///     }
+///     async fn components(&self) -> Result<Vec<String>, SourceError> {
+///         Ok(self.0.iter().map(|r| r.component.clone()).collect())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait LogSource: Send + Sync {
+    /// Streams the lines that match the query, in time order.
+    async fn logs(&self, query: &LogQuery) -> Result<RecordStream<LogRecord>, SourceError>;
+    /// The components that have logs.
+    async fn components(&self) -> Result<Vec<String>, SourceError>;
+}
+
+/// One metric sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSample {
+    /// When it was taken.
+    pub timestamp: Timestamp,
+    /// The component measured.
+    pub component: String,
+    /// The KPI (e.g. `cpu_usage`, `latency_p90`).
+    pub metric: String,
+    /// The value.
+    pub value: f64,
+    /// Further labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Which metric samples to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricQuery {
+    /// The time range.
+    pub range: TimeRange,
+    /// Only this component, if set.
+    pub component: Option<String>,
+    /// Only this KPI, if set.
+    pub metric: Option<String>,
+}
+
+impl MetricQuery {
+    /// Every sample in a range.
+    pub fn range(range: TimeRange) -> Self {
+        MetricQuery {
+            range,
+            component: None,
+            metric: None,
+        }
+    }
+
+    /// Whether a sample satisfies the query.
+    pub fn matches(&self, s: &MetricSample) -> bool {
+        self.range.contains(s.timestamp)
+            && self.component.as_ref().is_none_or(|c| *c == s.component)
+            && self.metric.as_ref().is_none_or(|m| *m == s.metric)
+    }
+}
+
+/// A source of metric samples.
+#[async_trait]
+pub trait MetricSource: Send + Sync {
+    /// Streams the samples that match the query, in time order per series.
+    async fn samples(&self, query: &MetricQuery)
+    -> Result<RecordStream<MetricSample>, SourceError>;
+    /// The `(component, metric)` series available.
+    async fn series(&self) -> Result<Vec<(String, String)>, SourceError>;
+}
+
+/// One span of a distributed trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// The trace it belongs to.
+    pub trace_id: String,
+    /// Its own id.
+    pub span_id: String,
+    /// Its parent's id (`None` for a root span).
+    pub parent_id: Option<String>,
+    /// The component (service, pod) that ran it.
+    pub component: String,
+    /// The operation name.
+    pub operation: String,
+    /// When it started.
+    pub start: Timestamp,
+    /// How long it took, in microseconds.
+    pub duration_us: u64,
+    /// Whether it ended in error.
+    pub error: bool,
+    /// Further attributes (status code, peer).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Which spans to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceQuery {
+    /// Spans that start in this range.
+    pub range: TimeRange,
+    /// Only spans of this component, if set.
+    pub component: Option<String>,
+    /// Only spans of this operation, if set.
+    pub operation: Option<String>,
+}
+
+impl TraceQuery {
+    /// Every span in a range.
+    pub fn range(range: TimeRange) -> Self {
+        TraceQuery {
+            range,
+            component: None,
+            operation: None,
+        }
+    }
+
+    /// Whether a span satisfies the query.
+    pub fn matches(&self, s: &Span) -> bool {
+        self.range.contains(s.start)
+            && self.component.as_ref().is_none_or(|c| *c == s.component)
+            && self.operation.as_ref().is_none_or(|o| *o == s.operation)
+    }
+}
+
+/// A source of spans.
+#[async_trait]
+pub trait TraceSource: Send + Sync {
+    /// Streams the spans that match the query, in start-time order.
+    async fn spans(&self, query: &TraceQuery) -> Result<RecordStream<Span>, SourceError>;
+}
+
+/// A file of a code repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeFile {
+    /// Path relative to the repository root, with `/` separators.
+    pub path: String,
+    /// The contents.
+    pub text: String,
+}
+
+/// Where a symbol is defined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Definition {
+    /// The symbol.
+    pub symbol: String,
+    /// The file, relative to the repository root.
+    pub path: String,
+    /// 1-based line of the definition.
+    pub line: usize,
+}
+
+/// A source-code repository.
+#[async_trait]
+pub trait CodeSource: Send + Sync {
+    /// Paths of all source files (relative, `/`-separated), honouring ignore rules.
+    async fn files(&self) -> Result<Vec<String>, SourceError>;
+    /// One file's contents.
+    async fn read(&self, path: &str) -> Result<CodeFile, SourceError>;
+    /// Where a class, function or type of that name is defined (possibly several places).
+    async fn find_definition(&self, symbol: &str) -> Result<Vec<Definition>, SourceError>;
+}
+
+/// A value in a table row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// Text.
+    Text(String),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("NULL"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A row: column name -> value, in column order.
+pub type Row = Vec<(String, Value)>;
+
+/// A source of tables queried with SQL (a database, or telemetry registered as tables).
+/// Agents never write SQL against it directly: tools turn condensed arguments (an entity id and
+/// a time range) into queries.
+#[async_trait]
+pub trait SqlSource: Send + Sync {
+    /// The tables and their columns.
+    async fn tables(&self) -> Result<Vec<(String, Vec<String>)>, SourceError>;
+    /// Runs a read-only query with positional text parameters (`$1`, `$2`, ...).
+    async fn query(&self, sql: &str, params: &[Value]) -> Result<RecordStream<Row>, SourceError>;
+}
+
+fn _object_safe(
+    _: &dyn LogSource,
+    _: &dyn MetricSource,
+    _: &dyn TraceSource,
+    _: &dyn CodeSource,
+    _: &dyn SqlSource,
+) {
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn level_words() {
+        assert_eq!(Level::parse("WARN"), Some(Level::Warning));
+        assert_eq!(Level::parse("[error]"), Some(Level::Error));
+        assert_eq!(Level::parse("SEVERE"), Some(Level::Error));
+        assert_eq!(Level::parse("blah"), None);
+        assert!(Level::Error > Level::Warning);
+    }
+
+    #[test]
+    fn log_query_filters() {
+        let r = LogRecord {
+            timestamp: Timestamp(5),
+            component: "a".into(),
+            level: None,
+            message: "m".into(),
+            attributes: Default::default(),
+        };
+        let mut q = LogQuery::range(TimeRange::new(Timestamp(0), Timestamp(10)));
+        assert!(q.matches(&r));
+        q.min_level = Some(Level::Warning);
+        assert!(!q.matches(&r));
+        q.min_level = Some(Level::Info);
+        q.component = Some("b".into());
+        assert!(!q.matches(&r));
+    }
+}

@@ -1,0 +1,10 @@
+//! # rca-llm
+//!
+//! Everything about talking to a language model: backends implementing
+//! [`rca_core::ChatModel`], wrappers around any backend, and embedders implementing
+//! [`rca_core::embed::Embedder`].
+#![deny(missing_docs)]
+
+pub mod scripted;
+
+pub use scripted::{ScriptedModel, ScriptedTurn};

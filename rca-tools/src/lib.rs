@@ -1,0 +1,5 @@
+//! # rca-tools
+//!
+//! Data-source adapters, analyzers, log clustering, information-gathering tools and expert
+//! agents built on the traits of [`rca_core`].
+#![deny(missing_docs)]
