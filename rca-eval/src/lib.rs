@@ -3,3 +3,5 @@
 //! Metrics and dataset runners: log-parsing accuracy on Loghub, root-cause ranking on Nezha,
 //! the OpenRCA scorer, and the simulated benchmarks of the agent papers.
 #![deny(missing_docs)]
+
+pub mod docs;
