@@ -5,6 +5,8 @@
 //! [`rca_core::embed::Embedder`].
 #![deny(missing_docs)]
 
+pub mod redact;
 pub mod scripted;
 
+pub use redact::{RedactingModel, Redactor};
 pub use scripted::{ScriptedModel, ScriptedTurn};
