@@ -331,12 +331,39 @@ pub trait SqlSource: Send + Sync {
     async fn query(&self, sql: &str, params: &[Value]) -> Result<RecordStream<Row>, SourceError>;
 }
 
+/// Which records of a table to read: condensed arguments (an entity and a time range), never a
+/// query language.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordQuery {
+    /// Only rows that mention this entity (a job, a host, a user id) in any key column.
+    pub entity: Option<String>,
+    /// Only rows whose time column falls in this range, if set.
+    pub range: Option<TimeRange>,
+    /// At most this many rows, if set.
+    pub limit: Option<usize>,
+}
+
+/// A source of table rows (job lifecycle events, configuration changes, database records),
+/// read with condensed arguments. Adapters: CSV files, PostgreSQL.
+#[async_trait]
+pub trait TableSource: Send + Sync {
+    /// The tables and their columns.
+    async fn tables(&self) -> Result<Vec<(String, Vec<String>)>, SourceError>;
+    /// Rows of `table` that match the query, in time order when the table has a time column.
+    async fn records(
+        &self,
+        table: &str,
+        query: &RecordQuery,
+    ) -> Result<RecordStream<Row>, SourceError>;
+}
+
 fn _object_safe(
     _: &dyn LogSource,
     _: &dyn MetricSource,
     _: &dyn TraceSource,
     _: &dyn CodeSource,
     _: &dyn SqlSource,
+    _: &dyn TableSource,
 ) {
 }
 
