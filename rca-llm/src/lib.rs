@@ -5,6 +5,7 @@
 //! [`rca_core::embed::Embedder`].
 #![deny(missing_docs)]
 
+pub mod json;
 pub mod scripted;
 
 pub use scripted::{ScriptedModel, ScriptedTurn};
