@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod redact;
+pub mod json;
 pub mod scripted;
 
 pub use redact::{RedactingModel, Redactor};
