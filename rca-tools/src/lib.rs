@@ -5,4 +5,5 @@
 #![deny(missing_docs)]
 
 pub mod code;
+pub mod experts;
 pub mod records;
