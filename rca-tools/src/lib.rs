@@ -6,4 +6,8 @@
 
 pub mod code;
 pub mod experts;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 pub mod records;

@@ -71,9 +71,9 @@ fn parse_value(text: &str) -> Value {
     }
 }
 
-/// Reads a time cell: RFC 3339, `YYYY-MM-DD HH:MM:SS`, or epoch seconds / milliseconds /
+/// Reads a time cell (used by every table source): RFC 3339, `YYYY-MM-DD HH:MM:SS`, or epoch seconds / milliseconds /
 /// nanoseconds by magnitude.
-pub(crate) fn parse_time_cell(v: &Value) -> Option<Timestamp> {
+pub fn parse_time_cell(v: &Value) -> Option<Timestamp> {
     match v {
         Value::Int(i) => Some(epoch_by_magnitude(*i)),
         Value::Float(x) if x.is_finite() => Some(epoch_by_magnitude(*x as i64)),

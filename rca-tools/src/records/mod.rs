@@ -3,4 +3,4 @@
 
 mod csv_tables;
 
-pub use csv_tables::{CsvTables, TableOptions};
+pub use csv_tables::{CsvTables, TableOptions, parse_time_cell};

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Starts (or stops) the servers the test suite talks to, on loopback only:
+#   - PostgreSQL (a throw-away cluster in .services/pg, port $RCA_PG_PORT, default 54329);
+#   - Prometheus (port $RCA_PROM_PORT, default 19090) with a small fixture backfilled from
+#     OpenMetrics by promtool.
+# Installs the Debian packages when they are missing (needs root, as on CI).
+#
+#   bash scripts/services.sh start   # prints the environment the tests read
+#   bash scripts/services.sh stop
+#
+# The environment is also written to .services/env, which scripts/test.sh sources.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STATE=$ROOT/.services
+PG_PORT=${RCA_PG_PORT:-54329}
+PROM_PORT=${RCA_PROM_PORT:-19090}
+
+need_packages() {
+  local missing=()
+  command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "services: missing packages (${missing[*]}) and not root; install them with apt-get" >&2
+      return 1
+    fi
+    echo "services: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+as_pg_owner() {
+  # initdb and postgres refuse to run as root: run them as the postgres user when we are root.
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+start_postgres() {
+  local bin
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  local dir=$STATE/pg
+  if [ -f "$dir/postmaster.pid" ] && as_pg_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    return 0
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
+  chmod 700 "$dir"
+  as_pg_owner "$bin/initdb" -D "$dir" -A trust -U postgres --no-instructions >/dev/null
+  as_pg_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w \
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $dir" start >/dev/null
+}
+
+write_prometheus_fixture() {
+  # Three series, one sample a minute over the two hours ending ten minutes ago:
+  #   rca_fixture_requests_total{instance="svc-a"} = minute index
+  #   rca_fixture_latency_seconds{instance="svc-a"} = 0.1, and 2.5 in the last 10 samples
+  #   rca_fixture_latency_seconds{instance="svc-b"} = 0.2
+  local out=$1 start=$2
+  python3 - "$out" "$start" <<'PY'
+import sys
+out, start = sys.argv[1], int(sys.argv[2])
+n = 120
+with open(out, "w") as f:
+    f.write("# TYPE rca_fixture_requests_total counter\n")
+    for i in range(n):
+        f.write(f'rca_fixture_requests_total{{instance="svc-a"}} {i} {start + 60 * i}\n')
+    f.write("# TYPE rca_fixture_latency_seconds gauge\n")
+    for i in range(n):
+        v = 2.5 if i >= n - 10 else 0.1
+        f.write(f'rca_fixture_latency_seconds{{instance="svc-a"}} {v} {start + 60 * i}\n')
+        f.write(f'rca_fixture_latency_seconds{{instance="svc-b"}} 0.2 {start + 60 * i}\n')
+    f.write("# EOF\n")
+PY
+}
+
+start_prometheus() {
+  local dir=$STATE/prom
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir/data"
+  local now start
+  now=$(date +%s)
+  start=$(( (now - 600 - 120 * 60) / 60 * 60 ))
+  echo "$start" > "$dir/fixture_start"
+  write_prometheus_fixture "$dir/fixture.om" "$start"
+  promtool tsdb create-blocks-from openmetrics "$dir/fixture.om" "$dir/data" >/dev/null
+  cat > "$dir/prometheus.yml" <<YML
+global:
+  scrape_interval: 1h
+scrape_configs: []
+YML
+  nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --storage.tsdb.retention.time=100y --web.listen-address="127.0.0.1:$PROM_PORT" \
+    >"$dir/server.log" 2>&1 &
+  echo $! > "$dir/pid"
+  for _ in $(seq 1 60); do
+    if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PROM_PORT/-/ready', timeout=1)" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "services: prometheus did not become ready; log:" >&2
+  tail -20 "$dir/server.log" >&2
+  return 1
+}
+
+stop_all() {
+  local bin
+  if [ -d "$STATE/pg" ] && bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1); then
+    as_pg_owner "$bin/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null 2>&1 || true
+  fi
+  if [ -f "$STATE/prom/pid" ]; then
+    kill "$(cat "$STATE/prom/pid")" 2>/dev/null || true
+    rm -f "$STATE/prom/pid"
+  fi
+}
+
+case "${1:-start}" in
+  start)
+    mkdir -p "$STATE"
+    need_packages
+    start_postgres
+    start_prometheus
+    cat > "$STATE/env" <<ENV
+export RCA_POSTGRES_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
+export RCA_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"
+export RCA_PROMETHEUS_FIXTURE_START="$(cat "$STATE/prom/fixture_start")"
+ENV
+    cat "$STATE/env"
+    ;;
+  stop)
+    stop_all
+    ;;
+  *)
+    echo "usage: $0 start|stop" >&2
+    exit 2
+    ;;
+esac
