@@ -5,8 +5,8 @@
 //! [`rca_core::embed::Embedder`].
 #![deny(missing_docs)]
 
-pub mod redact;
 pub mod json;
+pub mod redact;
 pub mod scripted;
 
 pub use redact::{RedactingModel, Redactor};
