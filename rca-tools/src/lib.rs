@@ -11,3 +11,4 @@ pub mod postgres;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 pub mod records;
+pub mod stub;
