@@ -6,7 +6,6 @@
 //! order, so repeated calls replay repeated results); a call that matches nothing is a clear
 //! error naming the closest recorded call, or goes to a configured fallback.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -158,7 +157,7 @@ impl Tool for ToolRecorder {
         let record = RecordedCall {
             tool: self.inner.name().to_string(),
             args: canonical_args(&args),
-            result: result.as_ref().map(Clone::clone).map_err(|e| e.to_string()),
+            result: result.clone().map_err(|e| e.to_string()),
         };
         if let Err(e) = self.writer.append(&record) {
             tracing::warn!(error = %e, "tool stub could not record a call");
