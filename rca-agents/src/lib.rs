@@ -4,5 +4,6 @@
 //! `ChatModel`, `Tool`, the data sources and the memory stores, never on one implementation.
 #![deny(missing_docs)]
 
+pub mod flash;
 pub mod orchestra;
 pub mod report;

@@ -1,0 +1,45 @@
+//! FLASH: a workflow agent for recurring incidents with status supervision and hindsight.
+//!
+//! - [`tsg`]: troubleshooting guides in Markdown become ordered diagnosis plans.
+//! - [`state`]: the statuses (Diagnosis Planning, Step Initialization, Step Execution, Step
+//!   Completion, Finished), detected by rules with an optional model fallback; each status sees
+//!   only its own instructions and tools.
+//! - [`memory`]: the global working memory shared across steps (facts, plan, step results).
+//! - [`hindsight`]: a persisted knowledge base of trigger -> hint lessons, injected when a
+//!   trigger matches, collected automatically from failed runs.
+//! - [`agent`]: the loop (status reasoning, context generation, decision, action, reflection)
+//!   with a model-backed or a deterministic policy.
+//!
+//! ToolStub (record and replay tool calls) lives in `rca_tools::stub`.
+
+pub mod agent;
+pub mod hindsight;
+pub mod memory;
+pub mod state;
+pub mod tsg;
+
+pub use agent::{
+    FlashAgent, FlashConfig, FlashPolicy, FlashRun, HumanChannel, ModelPolicy, RulePolicy,
+};
+pub use hindsight::{HindsightBase, Hint, Lesson, Trigger};
+pub use memory::GlobalMemory;
+pub use state::FlashState;
+pub use tsg::{Branch, DiagnosisPlan, PlanStep, PlannedAction, parse_tsg};
+
+/// What went wrong in a FLASH run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlashError {
+    /// The troubleshooting guide has no steps that could be read.
+    #[error("troubleshooting guide: {0}")]
+    Guide(String),
+    /// The model failed or answered with something unusable.
+    #[error("model: {0}")]
+    Model(String),
+    /// The hindsight knowledge base could not be read or written.
+    #[error("hindsight store: {0}")]
+    Store(String),
+    /// The human channel failed.
+    #[error("human query: {0}")]
+    Human(String),
+}
