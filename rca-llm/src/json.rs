@@ -525,10 +525,16 @@ impl<'a> Scanner<'a> {
         }
         self.out.push('"');
         self.pos += 1;
+        let mut inner_quotes = false;
         loop {
             let Some(c) = self.peek() else {
                 if is_key {
                     return Err("output ends inside a key".into());
+                }
+                if inner_quotes {
+                    // A quote taken for part of the text may have ended the string: closing
+                    // here could swallow keys and values into it.
+                    return Err("output ends inside a string with unbalanced quotes".into());
                 }
                 self.note(RepairKind::Truncated);
                 self.out.push('"');
@@ -572,6 +578,7 @@ impl<'a> Scanner<'a> {
                         self.pos += 1;
                         return Ok(());
                     }
+                    inner_quotes = true;
                     self.note(RepairKind::UnescapedQuote);
                     self.out.push_str(if c == '"' { "\\\"" } else { "'" });
                     self.pos += 1;
@@ -671,6 +678,9 @@ pub struct JsonRegen {
     pub max_rounds: u32,
     /// Sampling temperature of the regeneration calls (`None`: the server's default).
     pub temperature: Option<f32>,
+    /// Apply local [`repair`] to the regenerated JSON and fall back to parsing the YAML
+    /// locally; `false` accepts only JSON that parses as it stands (for ablations).
+    pub lenient: bool,
 }
 
 impl Default for JsonRegen {
@@ -678,6 +688,7 @@ impl Default for JsonRegen {
         JsonRegen {
             max_rounds: 2,
             temperature: Some(0.0),
+            lenient: true,
         }
     }
 }
@@ -717,7 +728,7 @@ impl JsonRegen {
             )));
             let json_resp = model.complete(self.request(messages).json()).await?;
             usage.add(&json_resp.usage);
-            match repair(json_resp.text()) {
+            match self.parse(json_resp.text()) {
                 Ok(r) => {
                     return Ok(Regenerated {
                         value: r.value,
@@ -729,7 +740,7 @@ impl JsonRegen {
                 }
                 Err(e) => last = e.to_string(),
             }
-            if let Some(value) = parse_yaml(&yaml) {
+            if let Some(value) = parse_yaml(&yaml).filter(|_| self.lenient) {
                 return Ok(Regenerated {
                     value,
                     rounds: round,
@@ -743,6 +754,23 @@ impl JsonRegen {
             rounds: self.max_rounds,
             message: last,
         })
+    }
+
+    fn parse(&self, text: &str) -> Result<Repaired, JsonError> {
+        if self.lenient {
+            return repair(text);
+        }
+        match serde_json::from_str::<serde_json::Value>(text.trim()) {
+            Ok(value) if value.is_object() || value.is_array() => Ok(Repaired {
+                value,
+                repairs: Vec::new(),
+            }),
+            Ok(_) => Err(JsonError::NoJson { raw: text.into() }),
+            Err(e) => Err(JsonError::Unrepairable {
+                message: e.to_string(),
+                raw: text.into(),
+            }),
+        }
     }
 
     fn request(&self, messages: Vec<Message>) -> CompletionRequest {
@@ -897,7 +925,7 @@ mod tests {
         );
         let r = JsonRegen {
             max_rounds: 3,
-            temperature: Some(0.0),
+            ..JsonRegen::default()
         };
         // Round 1: the JSON is broken, but the YAML parses locally.
         let out = r.recover(&model, "{thought: check", None).await.unwrap();
@@ -932,9 +960,21 @@ mod tests {
         let r = JsonRegen {
             max_rounds: 2,
             temperature: None,
+            lenient: true,
         };
         let err = r.recover(&model, "x", None).await.unwrap_err();
         assert!(matches!(err, JsonError::RegenExhausted { rounds: 2, .. }));
+        // Strict regeneration refuses fenced JSON and does not read the YAML.
+        let strict = JsonRegen {
+            max_rounds: 1,
+            temperature: None,
+            lenient: false,
+        };
+        let fenced_model = ScriptedModel::from_texts(
+            "scripted-regen-strict",
+            ["a: 1", "```json\n{\"a\": 1}\n```"],
+        );
+        assert!(strict.recover(&fenced_model, "x", None).await.is_err());
         let empty = ScriptedModel::from_texts("scripted-regen-model-error", Vec::<String>::new());
         assert!(matches!(
             r.recover(&empty, "x", None).await,
