@@ -4,4 +4,5 @@
 //! agents built on the traits of [`rca_core`].
 #![deny(missing_docs)]
 
+pub mod analyze;
 pub mod sources;
