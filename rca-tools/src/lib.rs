@@ -4,6 +4,7 @@
 //! agents built on the traits of [`rca_core`].
 #![deny(missing_docs)]
 
+pub mod analyze;
 pub mod code;
 pub mod experts;
 #[cfg(feature = "postgres")]
@@ -11,4 +12,5 @@ pub mod postgres;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 pub mod records;
+pub mod sources;
 pub mod stub;

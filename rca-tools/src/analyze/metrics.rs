@@ -1,0 +1,160 @@
+//! Metric anomalies per component and KPI against a baseline window.
+
+use std::collections::BTreeMap;
+
+use rca_core::source::MetricSample;
+use rca_core::{Modality, Timestamp};
+
+use super::stats::{RobustBaseline, change_point};
+use super::{Finding, Signal, Window, fmt_num};
+
+/// Compares each `(component, KPI)` series in the current window with its baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricAnalyzer {
+    /// Report series whose robust z-score reaches this.
+    pub min_z: f64,
+    /// Least baseline samples for a series to be judged.
+    pub min_baseline: usize,
+    /// The z-score unit is at least this share of the baseline median's magnitude.
+    pub relative_floor: f64,
+    /// Scores are capped here (a flat baseline can make a small change look infinite).
+    pub max_score: f64,
+}
+
+impl Default for MetricAnalyzer {
+    fn default() -> Self {
+        MetricAnalyzer {
+            min_z: 4.0,
+            min_baseline: 5,
+            relative_floor: 0.05,
+            max_score: 1000.0,
+        }
+    }
+}
+
+impl MetricAnalyzer {
+    /// Findings for every series that moved, strongest first. The level of the current window
+    /// is its second-highest (or second-lowest) value, so one stray sample is not enough.
+    pub fn analyze(&self, samples: &[MetricSample], window: &Window) -> Vec<Finding> {
+        let mut series: BTreeMap<(&str, &str), Vec<(Timestamp, f64)>> = BTreeMap::new();
+        for s in samples {
+            if window.baseline.contains(s.timestamp) || window.current.contains(s.timestamp) {
+                series
+                    .entry((s.component.as_str(), s.metric.as_str()))
+                    .or_default()
+                    .push((s.timestamp, s.value));
+            }
+        }
+        let mut out = Vec::new();
+        for ((component, kpi), mut points) in series {
+            points.sort_by_key(|p| p.0);
+            let base: Vec<f64> = points
+                .iter()
+                .filter(|p| window.baseline.contains(p.0))
+                .map(|p| p.1)
+                .collect();
+            let cur: Vec<(Timestamp, f64)> = points
+                .iter()
+                .copied()
+                .filter(|p| window.current.contains(p.0))
+                .collect();
+            if base.len() < self.min_baseline || cur.is_empty() {
+                continue;
+            }
+            let rb = RobustBaseline::new(&base, self.relative_floor, 1e-9);
+            let mut values: Vec<f64> = cur.iter().map(|p| p.1).collect();
+            values.sort_by(f64::total_cmp);
+            let high = values[values.len().saturating_sub(2)];
+            let low = values[values.len().min(2) - 1];
+            let (level, z) = if rb.z(high).abs() >= rb.z(low).abs() {
+                (high, rb.z(high))
+            } else {
+                (low, rb.z(low))
+            };
+            if z.abs() < self.min_z {
+                continue;
+            }
+            // Where the change began: the change point of the whole series if it falls in the
+            // current window, else the first current sample beyond the threshold.
+            let all: Vec<f64> = points.iter().map(|p| p.1).collect();
+            let observed_at = change_point(&all, 1)
+                .map(|cp| points[cp.index].0)
+                .filter(|t| window.current.contains(*t))
+                .or_else(|| {
+                    cur.iter()
+                        .find(|p| rb.z(p.1).abs() >= self.min_z)
+                        .map(|p| p.0)
+                })
+                .unwrap_or(window.current.start);
+            let score = z.abs().min(self.max_score);
+            out.push(Finding {
+                modality: Modality::Metrics,
+                observed_at,
+                component: component.to_string(),
+                signal: Signal::MetricShift {
+                    kpi: kpi.to_string(),
+                    delta: level - rb.median,
+                },
+                summary: format!(
+                    "{kpi} of {component} went {} to {} (baseline median {}, robust z {})",
+                    if z > 0.0 { "up" } else { "down" },
+                    fmt_num(level),
+                    fmt_num(rb.median),
+                    fmt_num(z)
+                ),
+                score,
+            });
+        }
+        out.sort_by(|a, b| b.score.total_cmp(&a.score));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rca_core::TimeRange;
+
+    fn sample(t: i64, c: &str, m: &str, v: f64) -> MetricSample {
+        MetricSample {
+            timestamp: Timestamp::from_secs(t * 60),
+            component: c.into(),
+            metric: m.into(),
+            value: v,
+            labels: Default::default(),
+        }
+    }
+
+    #[test]
+    fn flags_the_series_that_moved() {
+        let mut s = Vec::new();
+        for t in 0..30 {
+            let noise = (t % 3) as f64 * 0.1;
+            s.push(sample(t, "a", "cpu", 1.0 + noise));
+            s.push(sample(t, "b", "cpu", 2.0 + noise));
+            let hot = if t >= 27 { 9.0 } else { 0.0 };
+            s.push(sample(t, "b", "mem", 5.0 + noise + hot));
+        }
+        let w = Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(27 * 60)),
+            TimeRange::new(Timestamp::from_secs(27 * 60), Timestamp::from_secs(30 * 60)),
+        );
+        let f = MetricAnalyzer::default().analyze(&s, &w);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].component, "b");
+        assert!(matches!(&f[0].signal, Signal::MetricShift { kpi, .. } if kpi == "mem"));
+        assert_eq!(f[0].observed_at, Timestamp::from_secs(27 * 60));
+        assert!(f[0].to_evidence().finding.contains("went up"));
+    }
+
+    #[test]
+    fn one_spike_is_not_enough() {
+        let mut s: Vec<_> = (0..30).map(|t| sample(t, "a", "cpu", 1.0)).collect();
+        s[28].value = 50.0;
+        let w = Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(27 * 60)),
+            TimeRange::new(Timestamp::from_secs(27 * 60), Timestamp::from_secs(30 * 60)),
+        );
+        assert!(MetricAnalyzer::default().analyze(&s, &w).is_empty());
+    }
+}

@@ -1,0 +1,137 @@
+//! Analyzers that need no model: each compares a current window of telemetry with a baseline
+//! window and reports [`Finding`]s (which become [`rca_core::Evidence`]).
+//!
+//! - [`metrics`]: per component and KPI, robust z-scores (median/MAD) of the current window
+//!   against the baseline, plus a mean-shift change point.
+//! - [`traces`]: per operation latency (self time) and error-rate shifts, client/server gap
+//!   shifts on calls between components, call-structure shifts, the service call graph and a
+//!   blame pass that follows anomalous callees down the graph (the way STRATUS bootstraps
+//!   localisation from traces).
+//! - [`logs`]: error-level bursts and template frequency shifts and new templates per
+//!   component.
+//! - [`rank`]: combines findings of several modalities into a ranking of components,
+//!   rewarding convergence across modalities.
+//!
+//! Nothing here knows any particular system: components, KPIs and operations are whatever
+//! the telemetry names.
+
+pub mod logs;
+pub mod metrics;
+pub mod rank;
+pub mod stats;
+pub mod traces;
+
+use rca_core::{Evidence, Modality, TimeRange, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// The two windows an analyzer compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// What normal looks like.
+    pub baseline: TimeRange,
+    /// What is examined (ends at or before the detection time).
+    pub current: TimeRange,
+}
+
+impl Window {
+    /// A window pair.
+    pub fn new(baseline: TimeRange, current: TimeRange) -> Self {
+        Window { baseline, current }
+    }
+}
+
+/// What kind of anomaly a finding reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+#[non_exhaustive]
+pub enum Signal {
+    /// A KPI of the component moved away from its baseline.
+    MetricShift {
+        /// The KPI.
+        kpi: String,
+        /// Current level minus baseline median.
+        delta: f64,
+    },
+    /// An operation of the component takes longer (self time, its callees excluded).
+    Latency {
+        /// The operation.
+        operation: String,
+    },
+    /// Calls between the component and a peer spend longer between client and server
+    /// (network, queueing, connection set-up).
+    CallGap {
+        /// The other side of the call.
+        peer: String,
+    },
+    /// An operation of the component fails more often.
+    ErrorRate {
+        /// The operation.
+        operation: String,
+    },
+    /// Something the component normally does (an operation, a call to a peer) happens much
+    /// less often, relative to its other work.
+    PathDropped {
+        /// The operation or call that dropped.
+        event: String,
+    },
+    /// The component is the deepest anomalous component on its call paths: its callers'
+    /// anomalies are explained by it.
+    Blame,
+    /// The component writes many more error-level lines than before.
+    ErrorBurst,
+    /// A log template the baseline never showed.
+    NewTemplate {
+        /// The template.
+        template: String,
+        /// Whether its lines are error-level.
+        error: bool,
+    },
+    /// A log template's share of the component's lines rose (error-level) or fell (others).
+    TemplateShift {
+        /// The template.
+        template: String,
+        /// Whether its lines are error-level.
+        error: bool,
+    },
+}
+
+/// One anomaly about one component.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Which telemetry it comes from.
+    pub modality: Modality,
+    /// When it was observed (the start of the anomaly, or of the current window).
+    pub observed_at: Timestamp,
+    /// The component.
+    pub component: String,
+    /// What kind of anomaly.
+    pub signal: Signal,
+    /// One sentence for people and models.
+    pub summary: String,
+    /// Strength, in z-score-like units (higher is stronger).
+    pub score: f64,
+}
+
+impl Finding {
+    /// The finding in the four-field evidence form.
+    pub fn to_evidence(&self) -> Evidence {
+        Evidence::new(
+            self.modality.clone(),
+            self.observed_at,
+            self.component.clone(),
+            self.summary.clone(),
+        )
+        .with_score(self.score)
+    }
+}
+
+/// Rounds for display.
+pub(crate) fn fmt_num(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}

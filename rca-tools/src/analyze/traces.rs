@@ -1,0 +1,541 @@
+//! Trace anomalies: per-operation latency (self time) and error-rate shifts, client/server gap
+//! shifts between components, call-structure shifts, the service call graph, and blame that
+//! follows anomalous callees down the graph.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use petgraph::Direction;
+use petgraph::graphmap::DiGraphMap;
+use rca_core::source::Span;
+use rca_core::{Modality, Timestamp};
+
+use super::stats::{RobustBaseline, median, proportion_z, quantile};
+use super::{Finding, Signal, Window, fmt_num};
+
+/// The call graph between components, built from parent/child spans in different components.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceGraph {
+    names: Vec<String>,
+    index: HashMap<String, usize>,
+    graph: DiGraphMap<usize, u64>,
+}
+
+impl ServiceGraph {
+    /// The graph of every caller -> callee pair seen in the spans (edge weight: call count).
+    pub fn from_spans(spans: &[Span]) -> Self {
+        let by_id: HashMap<(&str, &str), &Span> = spans
+            .iter()
+            .map(|s| ((s.trace_id.as_str(), s.span_id.as_str()), s))
+            .collect();
+        let mut g = ServiceGraph::default();
+        for s in spans {
+            g.node(&s.component);
+            let Some(parent) = s
+                .parent_id
+                .as_deref()
+                .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)))
+            else {
+                continue;
+            };
+            if parent.component != s.component {
+                g.add_call(&parent.component, &s.component);
+            }
+        }
+        g
+    }
+
+    /// A graph from known caller -> callee edges (a topology the host supplies).
+    pub fn from_edges<'a>(edges: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut g = ServiceGraph::default();
+        for (a, b) in edges {
+            g.add_call(a, b);
+        }
+        g
+    }
+
+    fn node(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = self.names.len();
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), i);
+        self.graph.add_node(i);
+        i
+    }
+
+    /// Records one call from `caller` to `callee`.
+    pub fn add_call(&mut self, caller: &str, callee: &str) {
+        let (a, b) = (self.node(caller), self.node(callee));
+        match self.graph.edge_weight_mut(a, b) {
+            Some(w) => *w += 1,
+            None => {
+                self.graph.add_edge(a, b, 1);
+            }
+        }
+    }
+
+    /// Every component, in the order first seen.
+    pub fn components(&self) -> &[String] {
+        &self.names
+    }
+
+    fn neighbours(&self, c: &str, dir: Direction) -> Vec<String> {
+        let Some(&i) = self.index.get(c) else {
+            return Vec::new();
+        };
+        let mut v: Vec<String> = self
+            .graph
+            .neighbors_directed(i, dir)
+            .filter(|&j| j != i)
+            .map(|j| self.names[j].clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The components `c` calls.
+    pub fn callees(&self, c: &str) -> Vec<String> {
+        self.neighbours(c, Direction::Outgoing)
+    }
+
+    /// The components that call `c`.
+    pub fn callers(&self, c: &str) -> Vec<String> {
+        self.neighbours(c, Direction::Incoming)
+    }
+
+    /// Every `(caller, callee, calls)` edge, sorted.
+    pub fn edges(&self) -> Vec<(String, String, u64)> {
+        let mut v: Vec<_> = self
+            .graph
+            .all_edges()
+            .map(|(a, b, w)| (self.names[a].clone(), self.names[b].clone(), *w))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Follows anomalies down the graph: an anomalous component (score at or above
+    /// `threshold`) with an anomalous callee, directly or through other anomalous components,
+    /// is explained by it and passes its blame down; the deepest anomalous components keep
+    /// their own score plus half the largest score of the anomalous components above them.
+    pub fn blame(&self, scores: &BTreeMap<String, f64>, threshold: f64) -> BTreeMap<String, f64> {
+        let anomalous: BTreeSet<&str> = scores
+            .iter()
+            .filter(|(_, s)| **s >= threshold)
+            .map(|(c, _)| c.as_str())
+            .collect();
+        let mut out = BTreeMap::new();
+        for &c in &anomalous {
+            let has_anomalous_callee = self
+                .callees(c)
+                .iter()
+                .any(|d| anomalous.contains(d.as_str()));
+            if has_anomalous_callee {
+                continue;
+            }
+            // Anomalous ancestors reaching c through anomalous components only.
+            let mut seen = BTreeSet::from([c.to_string()]);
+            let mut stack = vec![c.to_string()];
+            let mut above: f64 = 0.0;
+            while let Some(x) = stack.pop() {
+                for p in self.callers(&x) {
+                    if anomalous.contains(p.as_str()) && seen.insert(p.clone()) {
+                        above = above.max(scores.get(&p).copied().unwrap_or(0.0));
+                        stack.push(p);
+                    }
+                }
+            }
+            let own = scores.get(c).copied().unwrap_or(0.0);
+            out.insert(c.to_string(), own + 0.5 * above);
+        }
+        out
+    }
+}
+
+/// Compares spans of the current window with the baseline window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceAnalyzer {
+    /// Report shifts whose statistic reaches this.
+    pub min_z: f64,
+    /// Least baseline spans of an operation (or calls on an edge) to judge it.
+    pub min_baseline: usize,
+    /// Least current spans of an operation to judge it.
+    pub min_current: usize,
+    /// Latency units are at least this many microseconds.
+    pub latency_floor_us: f64,
+    /// Latency units are at least this share of the baseline median.
+    pub relative_floor: f64,
+}
+
+impl Default for TraceAnalyzer {
+    fn default() -> Self {
+        TraceAnalyzer {
+            min_z: 3.0,
+            min_baseline: 5,
+            min_current: 3,
+            latency_floor_us: 1000.0,
+            relative_floor: 0.1,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Series {
+    base: Vec<f64>,
+    cur: Vec<f64>,
+    first: Option<Timestamp>,
+}
+
+impl Series {
+    fn push(&mut self, current: bool, v: f64, t: Timestamp) {
+        if current {
+            self.cur.push(v);
+            self.first = Some(self.first.map_or(t, |f| f.min(t)));
+        } else {
+            self.base.push(v);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    base: usize,
+    cur: usize,
+    base_err: usize,
+    cur_err: usize,
+    first: Option<Timestamp>,
+}
+
+impl TraceAnalyzer {
+    /// The latency z of a series, when both windows hold enough spans.
+    fn latency_z(&self, s: &Series) -> Option<f64> {
+        if s.base.len() < self.min_baseline || s.cur.len() < self.min_current {
+            return None;
+        }
+        let rb = RobustBaseline::new(&s.base, self.relative_floor, self.latency_floor_us);
+        let med = rb.z(median(&s.cur));
+        let p75 = rb.z(quantile(&s.cur, 0.75)) * 0.5;
+        Some(med.max(p75))
+    }
+
+    /// Findings, strongest first: latency, call gaps, error rates, dropped paths, and blame
+    /// from following anomalous callees down the call graph.
+    pub fn analyze(&self, spans: &[Span], window: &Window) -> Vec<Finding> {
+        let spans: Vec<&Span> = spans
+            .iter()
+            .filter(|s| window.baseline.contains(s.start) || window.current.contains(s.start))
+            .collect();
+        let by_id: HashMap<(&str, &str), usize> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))
+            .collect();
+        let parent_of: Vec<Option<usize>> = spans
+            .iter()
+            .map(|s| {
+                s.parent_id
+                    .as_deref()
+                    .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)).copied())
+            })
+            .collect();
+        let mut child_time = vec![0u64; spans.len()];
+        for (i, p) in parent_of.iter().enumerate() {
+            if let Some(p) = p {
+                child_time[*p] = child_time[*p].saturating_add(spans[i].duration_us);
+            }
+        }
+        let mut self_time: BTreeMap<(&str, &str), Series> = BTreeMap::new();
+        let mut total_time: BTreeMap<(&str, &str), Series> = BTreeMap::new();
+        let mut gaps: BTreeMap<(&str, &str), Series> = BTreeMap::new();
+        let mut ops: BTreeMap<(&str, &str), Tally> = BTreeMap::new();
+        let mut events: BTreeMap<&str, BTreeMap<String, Tally>> = BTreeMap::new();
+        let mut comp_total: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (i, s) in spans.iter().enumerate() {
+            let cur = window.current.contains(s.start);
+            let own = s.duration_us.saturating_sub(child_time[i]) as f64;
+            let key = (s.component.as_str(), s.operation.as_str());
+            self_time.entry(key).or_default().push(cur, own, s.start);
+            total_time
+                .entry(key)
+                .or_default()
+                .push(cur, s.duration_us as f64, s.start);
+            let t = ops.entry(key).or_default();
+            let ct = comp_total.entry(s.component.as_str()).or_default();
+            let ev = events.entry(s.component.as_str()).or_default();
+            let op_ev = ev.entry(format!("operation {}", s.operation)).or_default();
+            if cur {
+                t.cur += 1;
+                t.cur_err += usize::from(s.error);
+                t.first = Some(t.first.map_or(s.start, |f| f.min(s.start)));
+                ct.1 += 1;
+                op_ev.cur += 1;
+            } else {
+                t.base += 1;
+                t.base_err += usize::from(s.error);
+                ct.0 += 1;
+                op_ev.base += 1;
+            }
+            if let Some(p) = parent_of[i] {
+                let parent = spans[p];
+                if parent.component != s.component {
+                    let gap = parent.duration_us.saturating_sub(s.duration_us) as f64;
+                    gaps.entry((parent.component.as_str(), s.component.as_str()))
+                        .or_default()
+                        .push(cur, gap, s.start);
+                    let call = events
+                        .entry(parent.component.as_str())
+                        .or_default()
+                        .entry(format!("call to {}", s.component))
+                        .or_default();
+                    if cur {
+                        call.cur += 1;
+                    } else {
+                        call.base += 1;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let start = window.current.start;
+        for ((component, operation), s) in &self_time {
+            if let Some(z) = self.latency_z(s).filter(|z| *z >= self.min_z) {
+                out.push(Finding {
+                    modality: Modality::Traces,
+                    observed_at: s.first.unwrap_or(start),
+                    component: component.to_string(),
+                    signal: Signal::Latency {
+                        operation: operation.to_string(),
+                    },
+                    summary: format!(
+                        "{component} spends longer in {operation} itself: median self time {} us \
+                         vs {} us in the baseline (z {})",
+                        fmt_num(median(&s.cur)),
+                        fmt_num(median(&s.base)),
+                        fmt_num(z)
+                    ),
+                    score: z,
+                });
+            }
+        }
+        for ((caller, callee), s) in &gaps {
+            if let Some(z) = self.latency_z(s).filter(|z| *z >= self.min_z) {
+                let summary = format!(
+                    "calls {caller} -> {callee} spend longer between client and server: median \
+                     gap {} us vs {} us in the baseline (z {})",
+                    fmt_num(median(&s.cur)),
+                    fmt_num(median(&s.base)),
+                    fmt_num(z)
+                );
+                for (c, peer) in [(callee, caller), (caller, callee)] {
+                    out.push(Finding {
+                        modality: Modality::Traces,
+                        observed_at: s.first.unwrap_or(start),
+                        component: c.to_string(),
+                        signal: Signal::CallGap {
+                            peer: peer.to_string(),
+                        },
+                        summary: summary.clone(),
+                        score: z,
+                    });
+                }
+            }
+        }
+        for ((component, operation), t) in &ops {
+            let z = proportion_z(
+                t.base_err as f64,
+                t.base as f64,
+                t.cur_err as f64,
+                t.cur as f64,
+            );
+            if t.cur_err >= 2 && z >= self.min_z {
+                out.push(Finding {
+                    modality: Modality::Traces,
+                    observed_at: t.first.unwrap_or(start),
+                    component: component.to_string(),
+                    signal: Signal::ErrorRate {
+                        operation: operation.to_string(),
+                    },
+                    summary: format!(
+                        "{operation} of {component} failed {}/{} times vs {}/{} in the baseline \
+                         (z {})",
+                        t.cur_err,
+                        t.cur,
+                        t.base_err,
+                        t.base,
+                        fmt_num(z)
+                    ),
+                    score: z,
+                });
+            }
+        }
+        for (component, evs) in &events {
+            let (na, nb) = comp_total.get(component).copied().unwrap_or_default();
+            if na < self.min_baseline || nb < self.min_current {
+                continue;
+            }
+            for (event, t) in evs {
+                if t.base < self.min_baseline {
+                    continue;
+                }
+                let z = -proportion_z(t.base as f64, na as f64, t.cur as f64, nb as f64);
+                if z >= self.min_z {
+                    out.push(Finding {
+                        modality: Modality::Traces,
+                        observed_at: start,
+                        component: component.to_string(),
+                        signal: Signal::PathDropped {
+                            event: event.clone(),
+                        },
+                        summary: format!(
+                            "{component}: {event} fell from {}/{na} to {}/{nb} of its spans (z {})",
+                            t.base,
+                            t.cur,
+                            fmt_num(z)
+                        ),
+                        score: z,
+                    });
+                }
+            }
+        }
+        // Blame: component latency (total span durations), followed down the call graph.
+        let mut comp_latency: BTreeMap<String, f64> = BTreeMap::new();
+        for ((component, _), s) in &total_time {
+            if let Some(z) = self.latency_z(s) {
+                let e = comp_latency.entry(component.to_string()).or_insert(0.0);
+                *e = e.max(z);
+            }
+        }
+        let owned: Vec<Span> = spans.iter().map(|s| (*s).clone()).collect();
+        let graph = ServiceGraph::from_spans(&owned);
+        for (component, score) in graph.blame(&comp_latency, self.min_z) {
+            let callees = graph.callees(&component);
+            out.push(Finding {
+                modality: Modality::Traces,
+                observed_at: start,
+                component: component.clone(),
+                signal: Signal::Blame,
+                summary: format!(
+                    "{component} is slower (z {}) and none of its callees{} is: the slowdown \
+                     starts here",
+                    fmt_num(comp_latency.get(&component).copied().unwrap_or(0.0)),
+                    if callees.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", callees.join(", "))
+                    }
+                ),
+                score,
+            });
+        }
+        out.sort_by(|a, b| b.score.total_cmp(&a.score));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rca_core::TimeRange;
+
+    fn span(trace: usize, id: &str, parent: Option<&str>, c: &str, t: i64, dur: u64) -> Span {
+        Span {
+            trace_id: format!("t{trace}"),
+            span_id: id.into(),
+            parent_id: parent.map(str::to_string),
+            component: c.into(),
+            operation: format!("{c}-op"),
+            start: Timestamp::from_secs(t),
+            duration_us: dur,
+            error: false,
+            attributes: Default::default(),
+        }
+    }
+
+    /// front -> mid -> db; in the current window db is slow.
+    fn traces(slow_db: bool) -> Vec<Span> {
+        let mut v = Vec::new();
+        for i in 0..40 {
+            let cur = i >= 20;
+            let jitter = (i % 4) as u64 * 100;
+            let db = if cur && slow_db { 50_000 } else { 5_000 } + jitter;
+            v.push(span(i, "a", None, "front", i as i64, db + 12_000));
+            v.push(span(i, "b", Some("a"), "mid", i as i64, db + 8_000));
+            v.push(span(i, "c", Some("b"), "db", i as i64, db));
+        }
+        v
+    }
+
+    fn window() -> Window {
+        Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(20)),
+            TimeRange::new(Timestamp::from_secs(20), Timestamp::from_secs(40)),
+        )
+    }
+
+    #[test]
+    fn graph_and_blame_follow_the_slow_callee() {
+        let spans = traces(true);
+        let g = ServiceGraph::from_spans(&spans);
+        assert_eq!(g.callees("front"), ["mid"]);
+        assert_eq!(g.callers("db"), ["mid"]);
+        assert_eq!(g.edges().len(), 2);
+        let f = TraceAnalyzer::default().analyze(&spans, &window());
+        let blamed: Vec<_> = f
+            .iter()
+            .filter(|x| x.signal == Signal::Blame)
+            .map(|x| x.component.as_str())
+            .collect();
+        assert_eq!(blamed, ["db"]);
+        let slow: Vec<_> = f
+            .iter()
+            .filter(|x| matches!(x.signal, Signal::Latency { .. }))
+            .map(|x| x.component.as_str())
+            .collect();
+        assert_eq!(slow, ["db"], "self time isolates the slow component");
+    }
+
+    #[test]
+    fn quiet_traces_give_nothing() {
+        assert!(
+            TraceAnalyzer::default()
+                .analyze(&traces(false), &window())
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn dropped_calls_and_errors() {
+        let mut spans = traces(false);
+        // In the current window front stops calling mid half the time and fails instead.
+        spans.retain(|s| {
+            !(s.start.secs() >= 20 && s.start.secs() % 2 == 0 && s.component != "front")
+        });
+        for s in spans.iter_mut() {
+            if s.start.secs() >= 20 && s.start.secs() % 2 == 0 {
+                s.error = true;
+            }
+        }
+        let f = TraceAnalyzer::default().analyze(&spans, &window());
+        assert!(f.iter().any(|x| x.component == "front"
+            && matches!(&x.signal, Signal::PathDropped { event } if event == "call to mid")));
+        assert!(
+            f.iter()
+                .any(|x| x.component == "front" && matches!(x.signal, Signal::ErrorRate { .. }))
+        );
+    }
+
+    #[test]
+    fn blame_passes_down_through_anomalous_components() {
+        let g = ServiceGraph::from_edges([("a", "b"), ("b", "c"), ("a", "d")]);
+        let scores = BTreeMap::from([
+            ("a".to_string(), 10.0),
+            ("b".to_string(), 8.0),
+            ("c".to_string(), 6.0),
+            ("d".to_string(), 1.0),
+        ]);
+        let b = g.blame(&scores, 3.0);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b["c"], 6.0 + 5.0);
+    }
+}

@@ -1,0 +1,407 @@
+//! Log files: plain text (`<timestamp> [level] message`, continuation lines appended) and JSON
+//! lines (one object per line).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::path::Path;
+
+use async_trait::async_trait;
+use rca_core::source::{Level, LogQuery, LogRecord, LogSource, RecordStream};
+use rca_core::{SourceError, Timestamp};
+
+use super::io::{open_text, parse_time, stem};
+use super::{LoadReport, before_cutoff};
+
+/// How a log file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One record per line starting with a timestamp (`2023-01-29T10:00:00Z` or
+    /// `2023-01-29 10:00:00.123`), then optionally a level word, then the message; lines that
+    /// do not start with a timestamp continue the previous record (stack traces).
+    Plain,
+    /// One JSON object per line with a time field (`timestamp`, `time`, `ts`, `@timestamp`),
+    /// a message (`message`, `msg`, `log`, `body`), optionally a level (`level`, `severity`)
+    /// and a component (`component`, `service`, `pod`, `host`); other fields become attributes.
+    JsonLines,
+}
+
+impl LogFormat {
+    /// Guesses the format from the file name: `.jsonl`, `.ndjson` and `.json` (also `.gz`) are
+    /// JSON lines, everything else plain.
+    pub fn from_path(path: &Path) -> LogFormat {
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".jsonl") || name.ends_with(".ndjson") || name.ends_with(".json") {
+            LogFormat::JsonLines
+        } else {
+            LogFormat::Plain
+        }
+    }
+}
+
+/// Options for reading log files.
+#[derive(Debug, Clone, Default)]
+pub struct LogOptions {
+    /// The format; guessed from each file name when `None`.
+    pub format: Option<LogFormat>,
+    /// The component of lines that name none; the file stem when `None`.
+    pub component: Option<String>,
+    /// Drop every line at or after this instant.
+    pub cutoff: Option<Timestamp>,
+}
+
+const TIME_KEYS: &[&str] = &["timestamp", "time", "ts", "@timestamp", "datetime", "date"];
+const MESSAGE_KEYS: &[&str] = &["message", "msg", "log", "body", "text"];
+const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "loglevel", "severitytext"];
+const COMPONENT_KEYS: &[&str] = &[
+    "component",
+    "service",
+    "servicename",
+    "pod",
+    "podname",
+    "host",
+    "hostname",
+    "source",
+];
+
+/// Log lines read from files, answering [`LogSource`] queries from memory.
+#[derive(Debug, Clone, Default)]
+pub struct FileLogSource {
+    records: Vec<LogRecord>,
+    cutoff: Option<Timestamp>,
+    report: LoadReport,
+}
+
+impl FileLogSource {
+    /// A source over records already in memory (sorted here; the cutoff applies).
+    pub fn from_records(mut records: Vec<LogRecord>, cutoff: Option<Timestamp>) -> Self {
+        let before = records.len();
+        records.retain(|r| before_cutoff(cutoff, r.timestamp));
+        records.sort_by_key(|r| r.timestamp);
+        let report = LoadReport {
+            records: records.len(),
+            after_cutoff: before - records.len(),
+            ..LoadReport::default()
+        };
+        FileLogSource {
+            records,
+            cutoff,
+            report,
+        }
+    }
+
+    /// Reads the given files. A file that cannot be opened is an error; a line that cannot
+    /// be decoded is counted in [`FileLogSource::report`] and skipped.
+    pub fn open<P: AsRef<Path>>(paths: &[P], options: &LogOptions) -> Result<Self, SourceError> {
+        let mut report = LoadReport::default();
+        let mut records = Vec::new();
+        for path in paths {
+            let path = path.as_ref();
+            let format = options.format.unwrap_or_else(|| LogFormat::from_path(path));
+            let component = options.component.clone().unwrap_or_else(|| stem(path));
+            let reader = open_text(path)?;
+            report.files += 1;
+            match format {
+                LogFormat::Plain => read_plain(reader, path, &component, &mut records, &mut report),
+                LogFormat::JsonLines => {
+                    read_json_lines(reader, path, &component, &mut records, &mut report)
+                }
+            }
+        }
+        let before = records.len();
+        records.retain(|r| before_cutoff(options.cutoff, r.timestamp));
+        report.after_cutoff += before - records.len();
+        records.sort_by_key(|r| r.timestamp);
+        report.records = records.len();
+        Ok(FileLogSource {
+            records,
+            cutoff: options.cutoff,
+            report,
+        })
+    }
+
+    /// What loading produced.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+
+    /// Every record, in time order.
+    pub fn records(&self) -> &[LogRecord] {
+        &self.records
+    }
+
+    /// The records that match a query, in time order (the cutoff always applies).
+    pub fn query(&self, query: &LogQuery) -> Vec<LogRecord> {
+        let range = match self.cutoff {
+            Some(c) => query.range.clamp_end(c),
+            None => query.range,
+        };
+        let lo = self.records.partition_point(|r| r.timestamp < range.start);
+        let hits = self.records[lo..]
+            .iter()
+            .take_while(|r| r.timestamp < range.end)
+            .filter(|r| query.matches(r))
+            .cloned();
+        match query.limit {
+            Some(n) => hits.take(n).collect(),
+            None => hits.collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl LogSource for FileLogSource {
+    async fn logs(&self, query: &LogQuery) -> Result<RecordStream<LogRecord>, SourceError> {
+        let hits: Vec<_> = self.query(query).into_iter().map(Ok).collect();
+        Ok(Box::pin(futures::stream::iter(hits)))
+    }
+
+    async fn components(&self) -> Result<Vec<String>, SourceError> {
+        let set: BTreeSet<&str> = self.records.iter().map(|r| r.component.as_str()).collect();
+        Ok(set.into_iter().map(str::to_string).collect())
+    }
+}
+
+/// Splits a plain line into its timestamp and the rest (the timestamp may be one token or a
+/// date and a time token).
+fn split_timestamp(line: &str) -> Option<(Timestamp, &str)> {
+    let line = line.trim_start_matches('[');
+    let mut parts = line.splitn(3, char::is_whitespace);
+    let first = parts.next()?;
+    let first_clean = first.trim_end_matches([']', ',']);
+    if first_clean.len() >= 10 && first_clean.as_bytes().get(4) == Some(&b'-') {
+        if let Some(second) = parts.next() {
+            let joined = format!("{first_clean} {}", second.trim_end_matches([']', ',']));
+            if let Some(t) = parse_time(&joined) {
+                return Some((t, parts.next().unwrap_or("")));
+            }
+        }
+        let rest = line.get(first.len()..).unwrap_or("");
+        return parse_time(first_clean).map(|t| (t, rest));
+    }
+    None
+}
+
+/// The level named among the first words of a message, if any (words of 4 or more letters,
+/// or bracketed, so single letters in prose do not count).
+pub(crate) fn level_in(message: &str) -> Option<Level> {
+    message
+        .split_whitespace()
+        .take(4)
+        .filter(|w| {
+            let letters = w.chars().filter(|c| c.is_ascii_alphabetic()).count();
+            letters >= 4 || (w.starts_with('[') && letters >= 1)
+        })
+        .find_map(Level::parse)
+}
+
+fn read_plain(
+    reader: Box<dyn BufRead + Send>,
+    path: &Path,
+    component: &str,
+    out: &mut Vec<LogRecord>,
+    report: &mut LoadReport,
+) {
+    let mut current: Option<LogRecord> = None;
+    for (i, line) in reader.lines().enumerate() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                report.bad(format!("{}:{}", path.display(), i + 1), e);
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match split_timestamp(&line) {
+            Some((timestamp, rest)) => {
+                if let Some(r) = current.take() {
+                    out.push(r);
+                }
+                let message = rest.trim().to_string();
+                current = Some(LogRecord {
+                    timestamp,
+                    component: component.to_string(),
+                    level: level_in(&message),
+                    message,
+                    attributes: BTreeMap::new(),
+                });
+            }
+            None => match current.as_mut() {
+                Some(r) => {
+                    r.message.push('\n');
+                    r.message.push_str(&line);
+                }
+                None => report.bad(
+                    format!("{}:{}", path.display(), i + 1),
+                    "line has no timestamp and no record to continue",
+                ),
+            },
+        }
+    }
+    if let Some(r) = current {
+        out.push(r);
+    }
+}
+
+fn read_json_lines(
+    reader: Box<dyn BufRead + Send>,
+    path: &Path,
+    component: &str,
+    out: &mut Vec<LogRecord>,
+    report: &mut LoadReport,
+) {
+    for (i, line) in reader.lines().enumerate() {
+        let loc = || format!("{}:{}", path.display(), i + 1);
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                report.bad(loc(), e);
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                report.bad(loc(), format!("not JSON: {e}"));
+                continue;
+            }
+        };
+        let Some(obj) = value.as_object() else {
+            report.bad(loc(), "not a JSON object");
+            continue;
+        };
+        match json_record(obj, component) {
+            Ok(r) => out.push(r),
+            Err(m) => report.bad(loc(), m),
+        }
+    }
+}
+
+fn as_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn json_record(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    default_component: &str,
+) -> Result<LogRecord, String> {
+    let mut timestamp = None;
+    let mut message = None;
+    let mut level = None;
+    let mut component = None;
+    let mut attributes = BTreeMap::new();
+    for (k, v) in obj {
+        let key = super::norm_col(k);
+        if timestamp.is_none() && TIME_KEYS.iter().any(|a| super::norm_col(a) == key) {
+            timestamp = Some(parse_time(&as_text(v)).ok_or_else(|| format!("bad time {v}"))?);
+        } else if message.is_none() && MESSAGE_KEYS.contains(&key.as_str()) {
+            message = Some(as_text(v).trim_end().to_string());
+        } else if level.is_none() && LEVEL_KEYS.contains(&key.as_str()) {
+            level = Level::parse(&as_text(v));
+        } else if component.is_none() && COMPONENT_KEYS.contains(&key.as_str()) {
+            component = Some(as_text(v));
+        } else {
+            attributes.insert(k.clone(), as_text(v));
+        }
+    }
+    let timestamp = timestamp.ok_or("no time field")?;
+    let message = message.ok_or("no message field")?;
+    Ok(LogRecord {
+        timestamp,
+        component: component.unwrap_or_else(|| default_component.to_string()),
+        level: level.or_else(|| level_in(&message)),
+        message,
+        attributes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rca_core::TimeRange;
+
+    fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn plain_lines_levels_and_continuations() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "api.log",
+            "2024-05-01T10:00:00Z INFO started\n\
+             2024-05-01 10:00:01.500 ERROR failed to connect\n\
+             \tat Foo.bar(Foo.java:1)\n\
+             2024-05-01T10:00:02Z plain message\n",
+        );
+        let s = FileLogSource::open(&[&p], &LogOptions::default()).unwrap();
+        let r = s.records();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0].component, "api");
+        assert_eq!(r[1].level, Some(Level::Error));
+        assert!(r[1].message.contains("Foo.java"));
+        assert_eq!(r[2].level, None);
+        assert_eq!(s.report().bad_rows, 0);
+    }
+
+    #[test]
+    fn json_lines_with_bad_rows_and_cutoff() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "x.jsonl",
+            "{\"ts\":\"2024-05-01T10:00:00Z\",\"level\":\"warn\",\"service\":\"cart\",\"msg\":\"slow\",\"trace\":\"t1\"}\n\
+             not json\n\
+             {\"msg\":\"no time\"}\n\
+             {\"time\":1714557605,\"message\":\"ERROR boom\"}\n\
+             {\"time\":1714557700,\"message\":\"after\"}\n",
+        );
+        let cutoff = Timestamp::parse_rfc3339("2024-05-01T10:01:00Z");
+        let s = FileLogSource::open(
+            &[&p],
+            &LogOptions {
+                cutoff,
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.records().len(), 2);
+        assert_eq!(s.report().bad_rows, 2);
+        assert_eq!(s.report().after_cutoff, 1);
+        assert_eq!(s.records()[0].component, "cart");
+        assert_eq!(s.records()[0].attributes["trace"], "t1");
+        assert_eq!(s.records()[1].level, Some(Level::Error));
+        assert_eq!(s.records()[1].component, "x");
+        let all = LogQuery::range(TimeRange::new(Timestamp(0), Timestamp(i64::MAX)));
+        assert_eq!(s.query(&all).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn serves_the_trait() {
+        let s = FileLogSource::from_records(
+            vec![LogRecord {
+                timestamp: Timestamp(5),
+                component: "a".into(),
+                level: Some(Level::Error),
+                message: "m".into(),
+                attributes: BTreeMap::new(),
+            }],
+            Some(Timestamp(10)),
+        );
+        let q = LogQuery::range(TimeRange::new(Timestamp(0), Timestamp(100)));
+        let got = super::super::collect_logs(&s, &q).await.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(s.components().await.unwrap(), ["a"]);
+    }
+}
