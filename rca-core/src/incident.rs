@@ -54,6 +54,11 @@ pub struct Evidence {
     /// How strongly it points at a problem (analyzer-specific; higher is stronger).
     #[serde(default)]
     pub score: f64,
+    /// A machine-readable kind of finding, when the producer knows it (for example
+    /// `metric_shift:cpu_usage`, `error_burst`, `latency:/pay`), so reasoners can classify
+    /// faults without parsing prose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 impl Evidence {
@@ -70,7 +75,14 @@ impl Evidence {
             component: component.into(),
             finding: finding.into(),
             score: 0.0,
+            kind: None,
         }
+    }
+
+    /// Sets the machine-readable kind.
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
     }
 
     /// Sets the score.

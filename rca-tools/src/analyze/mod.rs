@@ -112,8 +112,30 @@ pub struct Finding {
     pub score: f64,
 }
 
+impl Signal {
+    /// A machine-readable kind: the signal's name and, where it has one, its subject
+    /// (`metric_shift:cpu_usage`, `latency:/pay`, `error_burst`).
+    pub fn kind(&self) -> String {
+        match self {
+            Signal::MetricShift { kpi, .. } => format!("metric_shift:{kpi}"),
+            Signal::Latency { operation } => format!("latency:{operation}"),
+            Signal::CallGap { peer } => format!("call_gap:{peer}"),
+            Signal::ErrorRate { operation } => format!("error_rate:{operation}"),
+            Signal::PathDropped { event } => format!("path_dropped:{event}"),
+            Signal::Blame => "blame".to_string(),
+            Signal::ErrorBurst => "error_burst".to_string(),
+            Signal::NewTemplate { error, .. } => {
+                format!("new_template{}", if *error { ":error" } else { "" })
+            }
+            Signal::TemplateShift { error, .. } => {
+                format!("template_shift{}", if *error { ":error" } else { "" })
+            }
+        }
+    }
+}
+
 impl Finding {
-    /// The finding in the four-field evidence form.
+    /// The finding in the four-field evidence form, with the signal as its kind.
     pub fn to_evidence(&self) -> Evidence {
         Evidence::new(
             self.modality.clone(),
@@ -122,6 +144,7 @@ impl Finding {
             self.summary.clone(),
         )
         .with_score(self.score)
+        .with_kind(self.signal.kind())
     }
 }
 
