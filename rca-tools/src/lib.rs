@@ -7,6 +7,7 @@
 pub mod analyze;
 pub mod code;
 pub mod experts;
+pub mod incident_dir;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "prometheus")]
