@@ -3,6 +3,8 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod diagnose;
+
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
 #[command(name = "rca", version, about, long_about = None)]
@@ -12,7 +14,11 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Diagnose an incident directory (no model needed): ranked root causes with their
+    /// evidence chain; saves the trajectory.
+    Diagnose(diagnose::DiagnoseArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -20,5 +26,12 @@ fn main() -> anyhow::Result<()> {
         Cli::command().print_help()?;
         return Ok(());
     };
-    match command {}
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match command {
+            Command::Diagnose(args) => diagnose::run(args).await,
+        }
+    })
 }

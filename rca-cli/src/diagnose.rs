@@ -1,0 +1,154 @@
+//! `rca diagnose DIR`: staged multi-modal diagnosis of an incident directory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use rca_agents::memory::InMemoryShortTermMemory;
+use rca_agents::orchestra::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
+use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
+use rca_agents::orchestra::{Explorer, Orchestrator};
+use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
+use rca_tools::analyze::logs::LogAnalyzer;
+use rca_tools::analyze::metrics::MetricAnalyzer;
+use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
+use rca_tools::incident_dir::IncidentDir;
+
+/// Arguments of `rca diagnose`.
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// The incident directory (an `incident.toml` manifest and telemetry files).
+    pub dir: PathBuf,
+    /// Print the report as JSON instead of Markdown.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a self-contained HTML report here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Where to save the trajectory (default: rca-runs/<incident id>/trajectory.json).
+    #[arg(long, value_name = "FILE")]
+    pub trajectory: Option<PathBuf>,
+    /// Length of the current window before the detection time, in minutes.
+    #[arg(long, default_value_t = 10)]
+    pub current_minutes: i64,
+    /// How many modalities must agree before the controller concludes.
+    #[arg(long, default_value_t = 2)]
+    pub min_modalities: usize,
+}
+
+/// Runs the command.
+pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
+    let loaded = IncidentDir::load(&args.dir)
+        .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
+    if loaded.report.bad_rows > 0 {
+        eprintln!(
+            "note: {} telemetry rows could not be read and were skipped (first: {})",
+            loaded.report.bad_rows,
+            loaded
+                .report
+                .problems
+                .first()
+                .map(String::as_str)
+                .unwrap_or("-")
+        );
+    }
+    let windows = WindowPolicy {
+        current_millis: args.current_minutes.max(1) * 60_000,
+        baseline: loaded.baseline,
+    };
+    let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
+    let mut graph_edges: Vec<(String, String)> = loaded.incident.topology.clone();
+    if let Some(m) = &loaded.metrics {
+        explorers.push(Arc::new(TelemetryExplorer::new(
+            Telemetry::Metrics(Arc::new(m.clone()), MetricAnalyzer::default()),
+            windows,
+        )));
+    }
+    if let Some(t) = &loaded.traces {
+        if graph_edges.is_empty() {
+            graph_edges = ServiceGraph::from_spans(t.spans_all())
+                .edges()
+                .into_iter()
+                .map(|(a, b, _)| (a, b))
+                .collect();
+        }
+        explorers.push(Arc::new(TelemetryExplorer::new(
+            Telemetry::Traces(Arc::new(t.clone()), TraceAnalyzer::default()),
+            windows,
+        )));
+    }
+    if let Some(l) = &loaded.logs {
+        explorers.push(Arc::new(TelemetryExplorer::new(
+            Telemetry::Logs(Arc::new(l.clone()), LogAnalyzer::default()),
+            windows,
+        )));
+    }
+    anyhow::ensure!(
+        !explorers.is_empty(),
+        "the manifest lists no logs, metrics or traces to examine"
+    );
+    let controller = ConvergenceController {
+        min_modalities: args.min_modalities,
+        ..ConvergenceController::default()
+    };
+    let orchestrator = Orchestrator::new(
+        Arc::new(OrderedPlanner::default()),
+        Arc::new(controller),
+        Arc::new(EvidenceReasoner::default()),
+        explorers,
+    );
+    let run = orchestrator
+        .run(&loaded.incident, &InMemoryShortTermMemory::new())
+        .await
+        .context("diagnosis failed")?;
+    let bundle = ReportBundle {
+        incident: loaded.incident.clone(),
+        report: run.report.clone(),
+        trajectory: run.trajectory(),
+        service_graph: graph_edges,
+    };
+    let trajectory_path = args.trajectory.clone().unwrap_or_else(|| {
+        PathBuf::from("rca-runs")
+            .join(sanitize(&loaded.incident.id))
+            .join("trajectory.json")
+    });
+    if let Some(dir) = trajectory_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let record = serde_json::json!({
+        "incident": bundle.incident,
+        "trajectory": bundle.trajectory,
+        "events": run.events,
+        "evidence": run.evidence,
+        "report": run.report,
+    });
+    std::fs::write(&trajectory_path, serde_json::to_string_pretty(&record)?)
+        .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
+    if let Some(html) = &args.html {
+        std::fs::write(html, render_html(&bundle))
+            .with_context(|| format!("cannot write {}", html.display()))?;
+    }
+    if args.json {
+        println!("{}", render_json(&bundle.report));
+    } else {
+        print!("{}", render_markdown(&bundle));
+    }
+    eprintln!("trajectory saved to {}", trajectory_path.display());
+    Ok(())
+}
+
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
