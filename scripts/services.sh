@@ -3,7 +3,8 @@
 #   - PostgreSQL (a throw-away cluster in .services/pg, port $RCA_PG_PORT, default 54329);
 #   - Prometheus (port $RCA_PROM_PORT, default 19090) with a small fixture backfilled from
 #     OpenMetrics by promtool.
-# Installs the Debian packages when they are missing (needs root, as on CI).
+# Installs the Debian packages when they are missing (needs root, as on CI), including
+# chromium and chromium-driver for the HTML report test.
 #
 #   bash scripts/services.sh start   # prints the environment the tests read
 #   bash scripts/services.sh stop
@@ -21,6 +22,9 @@ need_packages() {
   command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+  # Headless Chromium and ChromeDriver for the HTML report test (not a server: nothing starts).
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
       echo "services: missing packages (${missing[*]}) and not root; install them with apt-get" >&2

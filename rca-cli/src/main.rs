@@ -3,6 +3,7 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod config;
 mod diagnose;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
@@ -18,6 +19,9 @@ enum Command {
     /// Diagnose an incident directory (no model needed): ranked root causes with their
     /// evidence chain; saves the trajectory.
     Diagnose(diagnose::DiagnoseArgs),
+    /// Work with configuration files.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,6 +36,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match command {
             Command::Diagnose(args) => diagnose::run(args).await,
+            Command::Config(command) => config::run(command),
         }
     })
 }

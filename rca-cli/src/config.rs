@@ -1,0 +1,519 @@
+//! The CLI's TOML configuration (`rca.toml`): model endpoints per role, data sources, budgets,
+//! redaction. `rca config check FILE` validates it and names the key and the fix of every
+//! problem. Documented in `docs/guides/configuration.md`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use clap::Subcommand;
+use serde::Deserialize;
+
+/// An OpenAI-compatible endpoint.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Base URL, e.g. `http://localhost:8000/v1` (vLLM) or `http://localhost:11434/v1` (Ollama).
+    pub base_url: String,
+    /// The model name the server knows.
+    pub model: String,
+    /// The environment variable holding the API key, if the server needs one.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Request timeout in seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u64,
+    /// Retries of transient failures.
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+}
+
+fn default_timeout() -> u64 {
+    120
+}
+fn default_retries() -> u32 {
+    3
+}
+
+/// Which model each role uses; a role without one runs as a deterministic policy.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolesConfig {
+    /// The planner.
+    pub planner: Option<String>,
+    /// The explorers.
+    pub explorer: Option<String>,
+    /// The controller.
+    pub controller: Option<String>,
+    /// The reasoner.
+    pub reasoner: Option<String>,
+}
+
+/// Limits of agent runs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetsConfig {
+    /// Steps of a ReAct run.
+    #[serde(default = "default_steps")]
+    pub max_steps: usize,
+    /// Prompt tokens of a run.
+    #[serde(default = "default_tokens")]
+    pub max_prompt_tokens: u64,
+    /// Wall time of a run, in seconds.
+    #[serde(default = "default_wall")]
+    pub wall_seconds: u64,
+}
+
+fn default_steps() -> usize {
+    15
+}
+fn default_tokens() -> u64 {
+    200_000
+}
+fn default_wall() -> u64 {
+    600
+}
+
+impl Default for BudgetsConfig {
+    fn default() -> Self {
+        BudgetsConfig {
+            max_steps: default_steps(),
+            max_prompt_tokens: default_tokens(),
+            wall_seconds: default_wall(),
+        }
+    }
+}
+
+/// How diagnoses cut their windows and conclude.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiagnosisConfig {
+    /// Length of the current window before detection, in minutes.
+    #[serde(default = "default_current")]
+    pub current_minutes: i64,
+    /// Modalities that must agree before concluding.
+    #[serde(default = "default_min_modalities")]
+    pub min_modalities: usize,
+}
+
+fn default_current() -> i64 {
+    10
+}
+fn default_min_modalities() -> usize {
+    2
+}
+
+impl Default for DiagnosisConfig {
+    fn default() -> Self {
+        DiagnosisConfig {
+            current_minutes: default_current(),
+            min_modalities: default_min_modalities(),
+        }
+    }
+}
+
+/// A host-defined redaction rule.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// The rule's name (shown in `[REDACTED:<name>]`).
+    pub name: String,
+    /// A regular expression.
+    pub pattern: String,
+    /// The capture group holding the secret (0: the whole match).
+    #[serde(default)]
+    pub group: usize,
+}
+
+/// Redaction settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionConfig {
+    /// On by default.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Built-in rules to turn off, by name.
+    #[serde(default)]
+    pub disable: Vec<String>,
+    /// Extra rules.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for RedactionConfig {
+    fn default() -> Self {
+        RedactionConfig {
+            enabled: true,
+            disable: Vec::new(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// A Prometheus server.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusSourceConfig {
+    /// Base URL.
+    pub url: String,
+    /// The label whose values are components.
+    #[serde(default = "default_component_label")]
+    pub component_label: String,
+}
+
+fn default_component_label() -> String {
+    "instance".into()
+}
+
+/// A PostgreSQL database.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresSourceConfig {
+    /// libpq-style connection string (`host=... port=... user=... dbname=...`).
+    pub url: String,
+    /// The schema whose tables are read.
+    #[serde(default = "default_schema")]
+    pub schema: String,
+}
+
+fn default_schema() -> String {
+    "public".into()
+}
+
+/// Data sources beyond incident directories.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourcesConfig {
+    /// Prometheus.
+    pub prometheus: Option<PrometheusSourceConfig>,
+    /// PostgreSQL.
+    pub postgres: Option<PostgresSourceConfig>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Named model endpoints.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Which model each role uses.
+    #[serde(default)]
+    pub roles: RolesConfig,
+    /// Limits.
+    #[serde(default)]
+    pub budgets: BudgetsConfig,
+    /// Diagnosis settings.
+    #[serde(default)]
+    pub diagnosis: DiagnosisConfig,
+    /// Redaction.
+    #[serde(default)]
+    pub redaction: RedactionConfig,
+    /// Data sources.
+    #[serde(default)]
+    pub sources: SourcesConfig,
+}
+
+/// One problem in a configuration: where, what, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key, as a dotted path (`roles.reasoner`).
+    pub key: String,
+    /// What is wrong and the fix.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+fn check_url(key: &str, url: &str, problems: &mut Vec<Problem>) {
+    if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+        problems.push(Problem {
+            key: key.into(),
+            message: format!(
+                "\"{url}\" is not an http(s) URL; write it like \"http://localhost:8000/v1\""
+            ),
+        });
+    }
+}
+
+impl Config {
+    /// Parses TOML text. Syntax errors and unknown keys come back as one problem each.
+    pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
+        toml::from_str::<Config>(text).map_err(|e| {
+            let key = e
+                .span()
+                .and_then(|span| text.get(..span.start))
+                .map(|before| format!("line {}", before.matches('\n').count() + 1))
+                .unwrap_or_else(|| "file".into());
+            vec![Problem {
+                key,
+                message: e.message().to_string(),
+            }]
+        })
+    }
+
+    /// Semantic checks: roles name defined models, URLs look like URLs, patterns compile,
+    /// budgets are positive.
+    pub fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for (name, m) in &self.models {
+            check_url(
+                &format!("models.{name}.base_url"),
+                &m.base_url,
+                &mut problems,
+            );
+            if m.model.trim().is_empty() {
+                problems.push(Problem {
+                    key: format!("models.{name}.model"),
+                    message:
+                        "is empty; name the model the server serves (e.g. \"qwen2.5:7b-instruct\")"
+                            .into(),
+                });
+            }
+            if m.timeout_seconds == 0 {
+                problems.push(Problem {
+                    key: format!("models.{name}.timeout_seconds"),
+                    message: "must be at least 1".into(),
+                });
+            }
+            if let Some(var) = &m.api_key_env
+                && std::env::var_os(var).is_none()
+            {
+                problems.push(Problem {
+                    key: format!("models.{name}.api_key_env"),
+                    message: format!(
+                        "the environment variable {var} is not set; export it or remove the key"
+                    ),
+                });
+            }
+        }
+        let roles = [
+            ("planner", &self.roles.planner),
+            ("explorer", &self.roles.explorer),
+            ("controller", &self.roles.controller),
+            ("reasoner", &self.roles.reasoner),
+        ];
+        for (role, model) in roles {
+            if let Some(name) = model
+                && !self.models.contains_key(name)
+            {
+                let known: Vec<&str> = self.models.keys().map(String::as_str).collect();
+                problems.push(Problem {
+                    key: format!("roles.{role}"),
+                    message: format!(
+                        "names model \"{name}\", which is not defined; define [models.{name}] or use one of: {}",
+                        if known.is_empty() { "(none defined)".to_string() } else { known.join(", ") }
+                    ),
+                });
+            }
+        }
+        if self.budgets.max_steps == 0 {
+            problems.push(Problem {
+                key: "budgets.max_steps".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        if self.budgets.wall_seconds == 0 {
+            problems.push(Problem {
+                key: "budgets.wall_seconds".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        if self.diagnosis.current_minutes <= 0 {
+            problems.push(Problem {
+                key: "diagnosis.current_minutes".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        if self.diagnosis.min_modalities == 0 {
+            problems.push(Problem {
+                key: "diagnosis.min_modalities".into(),
+                message: "must be at least 1 (2 is the paper's rule)".into(),
+            });
+        }
+        let builtin: Vec<&str> = rca_llm::redact::BUILTIN_RULES.iter().map(|r| r.0).collect();
+        for (i, name) in self.redaction.disable.iter().enumerate() {
+            if !builtin.contains(&name.as_str()) {
+                problems.push(Problem {
+                    key: format!("redaction.disable[{i}]"),
+                    message: format!(
+                        "\"{name}\" is not a built-in rule; built-in rules: {}",
+                        builtin.join(", ")
+                    ),
+                });
+            }
+        }
+        for (i, rule) in self.redaction.rules.iter().enumerate() {
+            if let Err(e) =
+                rca_llm::redact::RedactionRule::new(&rule.name, &rule.pattern, rule.group)
+            {
+                problems.push(Problem {
+                    key: format!("redaction.rules[{i}].pattern"),
+                    message: format!("{}; fix the regular expression", e.message),
+                });
+            }
+        }
+        if let Some(p) = &self.sources.prometheus {
+            check_url("sources.prometheus.url", &p.url, &mut problems);
+        }
+        if let Some(p) = &self.sources.postgres
+            && !p.url.contains('=')
+            && !p.url.starts_with("postgres")
+        {
+            problems.push(Problem {
+                key: "sources.postgres.url".into(),
+                message: "write a connection string like \"host=127.0.0.1 port=5432 user=rca dbname=ops\"".into(),
+            });
+        }
+        problems
+    }
+
+    /// Reads and checks a file.
+    pub fn load(path: &Path) -> Result<Config, Vec<Problem>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![Problem {
+                key: path.display().to_string(),
+                message: format!("cannot read: {e}"),
+            }]
+        })?;
+        let config = Config::parse(&text)?;
+        let problems = config.check();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The redactor the configuration describes.
+    pub fn redactor(&self) -> rca_llm::redact::Redactor {
+        if !self.redaction.enabled {
+            return rca_llm::redact::Redactor::disabled();
+        }
+        let mut r = rca_llm::redact::Redactor::default();
+        for name in &self.redaction.disable {
+            r = r.without(name);
+        }
+        for rule in &self.redaction.rules {
+            if let Ok(rule) =
+                rca_llm::redact::RedactionRule::new(&rule.name, &rule.pattern, rule.group)
+            {
+                r = r.with_rule(rule);
+            }
+        }
+        r
+    }
+}
+
+/// `rca config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a configuration file; every problem names its key and the fix.
+    Check {
+        /// The TOML file.
+        file: std::path::PathBuf,
+    },
+}
+
+/// Runs `rca config ...`.
+pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
+    match command {
+        ConfigCommand::Check { file } => match Config::load(&file) {
+            Ok(c) => {
+                println!(
+                    "{}: ok ({} model(s), roles with models: {})",
+                    file.display(),
+                    c.models.len(),
+                    [
+                        &c.roles.planner,
+                        &c.roles.explorer,
+                        &c.roles.controller,
+                        &c.roles.reasoner
+                    ]
+                    .iter()
+                    .filter(|r| r.is_some())
+                    .count()
+                );
+                Ok(())
+            }
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!("error: {p}");
+                }
+                anyhow::bail!("{}: {} problem(s)", file.display(), problems.len())
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[models.local]
+base_url = "http://localhost:11434/v1"
+model = "qwen2.5:7b-instruct"
+
+[roles]
+explorer = "local"
+reasoner = "local"
+
+[budgets]
+max_steps = 12
+
+[redaction]
+disable = ["email"]
+[[redaction.rules]]
+name = "employee-id"
+pattern = '\bEMP-\d{6}\b'
+
+[sources.prometheus]
+url = "http://127.0.0.1:9090"
+component_label = "pod"
+"#;
+
+    #[test]
+    fn a_good_file_passes() {
+        let c = Config::parse(GOOD).unwrap();
+        assert!(c.check().is_empty(), "{:?}", c.check());
+        assert_eq!(c.budgets.max_steps, 12);
+        assert_eq!(c.budgets.wall_seconds, 600);
+        assert_eq!(
+            c.redactor().redact("EMP-123456 a@b.io").into_owned(),
+            "[REDACTED:employee-id] a@b.io"
+        );
+    }
+
+    #[test]
+    fn problems_name_the_key_and_the_fix() {
+        let bad = GOOD
+            .replace("reasoner = \"local\"", "reasoner = \"cloud\"")
+            .replace("http://localhost:11434/v1", "localhost:11434")
+            .replace("disable = [\"email\"]", "disable = [\"emails\"]")
+            .replace(r"'\bEMP-\d{6}\b'", "'(unclosed'");
+        let problems = Config::parse(&bad).unwrap().check();
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "models.local.base_url",
+                "roles.reasoner",
+                "redaction.disable[0]",
+                "redaction.rules[0].pattern"
+            ]
+        );
+        assert!(problems[1].message.contains("define [models.cloud]"));
+        let unknown = Config::parse("[budgets]\nmax_stepz = 3\n").unwrap_err();
+        assert!(unknown[0].message.contains("max_stepz"), "{:?}", unknown);
+        assert_eq!(unknown[0].key, "line 2");
+        assert!(Config::parse("not = [toml").is_err());
+    }
+}
