@@ -15,6 +15,8 @@ use rca_tools::analyze::metrics::MetricAnalyzer;
 use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
 use rca_tools::incident_dir::IncidentDir;
 
+use crate::config::Config;
+
 /// Arguments of `rca diagnose`.
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
@@ -29,16 +31,37 @@ pub struct DiagnoseArgs {
     /// Where to save the trajectory (default: rca-runs/<incident id>/trajectory.json).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
-    /// Length of the current window before the detection time, in minutes.
-    #[arg(long, default_value_t = 10)]
-    pub current_minutes: i64,
-    /// How many modalities must agree before the controller concludes.
-    #[arg(long, default_value_t = 2)]
-    pub min_modalities: usize,
+    /// Length of the current window before the detection time, in minutes (default: the
+    /// config's `diagnosis.current_minutes`, 10).
+    #[arg(long)]
+    pub current_minutes: Option<i64>,
+    /// How many modalities must agree before the controller concludes (default: the config's
+    /// `diagnosis.min_modalities`, 2).
+    #[arg(long)]
+    pub min_modalities: Option<usize>,
+    /// A configuration file (see `rca config check`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Runs the command.
 pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(path) => Config::load(path).map_err(|problems| {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            anyhow::anyhow!("{}: {} problem(s)", path.display(), problems.len())
+        })?,
+        None => Config::default(),
+    };
+    let redactor = config.redactor();
+    let current_minutes = args
+        .current_minutes
+        .unwrap_or(config.diagnosis.current_minutes);
+    let min_modalities = args
+        .min_modalities
+        .unwrap_or(config.diagnosis.min_modalities);
     let loaded = IncidentDir::load(&args.dir)
         .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
     if loaded.report.bad_rows > 0 {
@@ -54,7 +77,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         );
     }
     let windows = WindowPolicy {
-        current_millis: args.current_minutes.max(1) * 60_000,
+        current_millis: current_minutes.max(1) * 60_000,
         baseline: loaded.baseline,
     };
     let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
@@ -89,7 +112,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         "the manifest lists no logs, metrics or traces to examine"
     );
     let controller = ConvergenceController {
-        min_modalities: args.min_modalities,
+        min_modalities,
         ..ConvergenceController::default()
     };
     let orchestrator = Orchestrator::new(
@@ -119,23 +142,25 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let record = serde_json::json!({
+    // Everything persisted or printed is redacted.
+    let mut record = serde_json::json!({
         "incident": bundle.incident,
         "trajectory": bundle.trajectory,
         "events": run.events,
         "evidence": run.evidence,
         "report": run.report,
     });
+    redactor.redact_json(&mut record);
     std::fs::write(&trajectory_path, serde_json::to_string_pretty(&record)?)
         .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
     if let Some(html) = &args.html {
-        std::fs::write(html, render_html(&bundle))
+        std::fs::write(html, redactor.redact(&render_html(&bundle)).as_ref())
             .with_context(|| format!("cannot write {}", html.display()))?;
     }
     if args.json {
-        println!("{}", render_json(&bundle.report));
+        println!("{}", redactor.redact(&render_json(&bundle.report)));
     } else {
-        print!("{}", render_markdown(&bundle));
+        print!("{}", redactor.redact(&render_markdown(&bundle)));
     }
     eprintln!("trajectory saved to {}", trajectory_path.display());
     Ok(())
