@@ -1,6 +1,8 @@
 //! The `rca` command line. Thin: it parses arguments and wires the library crates together;
 //! each subcommand lives in its own module.
 
+mod bench_stability;
+
 use clap::{CommandFactory, Parser, Subcommand};
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
@@ -12,7 +14,13 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Run a benchmark.
+    Bench {
+        #[command(subcommand)]
+        command: bench_stability::BenchCommand,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -20,5 +28,15 @@ fn main() -> anyhow::Result<()> {
         Cli::command().print_help()?;
         return Ok(());
     };
-    match command {}
+    match command {
+        Command::Bench { command } => run_async(bench_stability::run(command)),
+    }
+}
+
+/// Runs a future on a fresh multi-threaded runtime.
+fn run_async<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(f)
 }

@@ -693,7 +693,8 @@ impl Default for JsonRegen {
     }
 }
 
-const REGEN_SYSTEM: &str = "You convert data between formats. Keep every field and every value; \
+/// The system message of every regeneration request (so wrappers and tests can recognise them).
+pub const REGEN_SYSTEM: &str = "You convert data between formats. Keep every field and every value; \
      add nothing and drop nothing. Answer with the converted data only.";
 
 impl JsonRegen {

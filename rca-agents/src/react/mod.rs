@@ -485,10 +485,15 @@ impl ReactAgent {
                     return StepEnd::Continue;
                 }
             };
-            if rules.enabled && state.investigations < rules.min_evidence {
+            if rules.enabled
+                && (state.investigations < rules.min_observations
+                    || state.evidence.len() < rules.min_evidence)
+            {
                 let v = Violation::PrematureFinalize {
-                    have: state.investigations,
-                    need: rules.min_evidence,
+                    observations: state.investigations,
+                    evidence: state.evidence.len(),
+                    need_observations: rules.min_observations,
+                    need_evidence: rules.min_evidence,
                 };
                 self.reject(state, step, &rendered, v);
                 return StepEnd::Continue;

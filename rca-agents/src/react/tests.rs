@@ -110,7 +110,7 @@ fn config() -> ReactConfig {
         rules: ErrorRules {
             expert_tools: vec!["log_expert".into()],
             min_expert_input_chars: 20,
-            min_evidence: 1,
+            min_observations: 1,
             ..ErrorRules::default()
         },
         ..ReactConfig::default()
@@ -274,7 +274,7 @@ async fn error_rules_answer_with_advice() {
         .iter()
         .map(|s| s.observation.as_ref().unwrap().text.clone())
         .collect();
-    assert!(obs[0].contains("at least 1") && obs[0].contains("Advice"));
+    assert!(obs[0].contains("at least 1 successful") && obs[0].contains("Advice"));
     assert!(obs[1].contains("`grep`") && obs[1].contains("logs (Reads the recent log lines"));
     assert!(obs[2].contains("invalid arguments") && obs[2].contains("\"component\""));
     assert!(obs[3].contains("nothing unusual"));
@@ -396,4 +396,26 @@ async fn disk_snapshot_store_serves_keys() {
             .unwrap()
             .contains("disk full")
     );
+}
+
+#[tokio::test]
+async fn finalize_waits_for_evidence_when_configured() {
+    let model = ScriptedModel::from_texts(
+        "scripted-react-min-evidence",
+        [
+            turn("logs", serde_json::json!({"component": "api"})),
+            finalize_turn(),
+            turn("logs", serde_json::json!({"component": "db"})),
+            finalize_turn(),
+        ],
+    );
+    let mut cfg = config();
+    cfg.rules.min_evidence = 1;
+    let run = agent(model, cfg)
+        .run(&incident(), &Cancellation::new())
+        .await;
+    assert_eq!(run.trajectory.outcome, Outcome::Finalized);
+    assert_eq!(run.trajectory.steps.len(), 4);
+    let rejected = run.trajectory.steps[1].error.clone().unwrap();
+    assert!(rejected.contains("0 piece(s) of evidence"), "{rejected}");
 }

@@ -1,0 +1,66 @@
+//! `rca bench stability`: the RCAgent stability benchmark (shape of RCAgent Table 4).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use rca_eval::stability::{StabilitySettings, run_stability};
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Controller stability under corrupted model turns (pass and invalid-action rates).
+    Stability(StabilityArgs),
+}
+
+/// Arguments of `rca bench stability`.
+#[derive(Debug, Args)]
+pub struct StabilityArgs {
+    /// Seeded episodes per configuration.
+    #[arg(long, default_value_t = 1000)]
+    pub episodes: usize,
+    /// Probability that a model turn is corrupted.
+    #[arg(long, default_value_t = 0.3)]
+    pub corruption: f64,
+    /// Episode i uses seed `seed + i`.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the table into this Markdown file's `stability` section.
+    #[arg(long)]
+    pub write_docs: Option<PathBuf>,
+}
+
+/// Runs a benchmark subcommand.
+pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Stability(args) => stability(args).await,
+    }
+}
+
+async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
+    let report = run_stability(StabilitySettings {
+        episodes: args.episodes,
+        corruption: args.corruption,
+        seed: args.seed,
+    })
+    .await?;
+    if args.json {
+        println!("{}", report.to_json_line());
+    } else {
+        print!("{}", report.markdown());
+    }
+    if let Some(path) = args.write_docs {
+        let mut command = format!(
+            "rca bench stability --episodes {} --corruption {}",
+            args.episodes, args.corruption
+        );
+        if args.seed != 0 {
+            command.push_str(&format!(" --seed {}", args.seed));
+        }
+        command.push_str(&format!(" --write-docs {}", path.display()));
+        rca_eval::docs::write_section(&path, "stability", &command, &report.markdown())?;
+    }
+    Ok(())
+}
