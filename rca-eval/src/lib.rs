@@ -6,3 +6,4 @@
 
 pub mod docs;
 pub mod stability;
+pub mod text;
