@@ -672,7 +672,7 @@ pub struct Regenerated {
 
 /// Asks the model to restate broken output as YAML and to regenerate JSON of the same
 /// structure from it (RCAgent's JsonRegen), for up to `max_rounds` rounds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JsonRegen {
     /// Rounds before giving up.
     pub max_rounds: u32,

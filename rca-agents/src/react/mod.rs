@@ -51,7 +51,6 @@ pub struct ReactConfig {
     /// Repair model output locally before giving up on it.
     pub json_repair: bool,
     /// Regenerate unparseable output via YAML (`None`: off).
-    #[serde(skip)]
     pub regen: Option<JsonRegen>,
     /// The error rules.
     pub rules: ErrorRules,

@@ -419,3 +419,12 @@ async fn finalize_waits_for_evidence_when_configured() {
     let rejected = run.trajectory.steps[1].error.clone().unwrap();
     assert!(rejected.contains("0 piece(s) of evidence"), "{rejected}");
 }
+
+#[test]
+fn config_round_trips_through_json() {
+    let cfg = config();
+    let text = serde_json::to_string(&cfg).unwrap();
+    let back: ReactConfig = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, cfg);
+    assert!(back.regen.is_some());
+}
