@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use rca_eval::stability::{StabilitySettings, run_stability};
+use rca_eval::stability::{StabilitySettings, obsk_comparison, run_stability};
 
 /// Benchmarks.
 #[derive(Debug, Subcommand)]
@@ -48,8 +48,15 @@ async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
     .await?;
     if args.json {
         println!("{}", report.to_json_line());
-    } else {
-        print!("{}", report.markdown());
+        if args.write_docs.is_none() {
+            return Ok(());
+        }
+    }
+    // Snapshot-key token savings on the same incidents (at most 200 of them).
+    let obsk = obsk_comparison(args.episodes.min(200), args.seed).await?;
+    let markdown = format!("{}\n{}", report.markdown(), obsk.markdown());
+    if !args.json {
+        print!("{markdown}");
     }
     if let Some(path) = args.write_docs {
         let mut command = format!(
@@ -60,7 +67,7 @@ async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
             command.push_str(&format!(" --seed {}", args.seed));
         }
         command.push_str(&format!(" --write-docs {}", path.display()));
-        rca_eval::docs::write_section(&path, "stability", &command, &report.markdown())?;
+        rca_eval::docs::write_section(&path, "stability", &command, &markdown)?;
     }
     Ok(())
 }

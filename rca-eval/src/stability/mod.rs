@@ -202,6 +202,69 @@ pub fn invalid_actions(run: &ReactRun, sim: &SimIncident) -> usize {
     invalid
 }
 
+/// Prompt tokens of uncorrupted runs with and without observation snapshot keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObskComparison {
+    /// Incidents measured.
+    pub incidents: usize,
+    /// Prompt tokens of all runs with OBSK at [`HEAD_CHARS`].
+    pub with_snapshots: u64,
+    /// Prompt tokens of all runs with every observation in full.
+    pub without_snapshots: u64,
+    /// Runs that passed with OBSK.
+    pub passed_with: usize,
+    /// Runs that passed without OBSK.
+    pub passed_without: usize,
+}
+
+/// Runs the policy without corruption on `incidents` simulated incidents (seeds `seed + i`),
+/// once with snapshot keys and once with full observations, and sums the prompt tokens the
+/// controller sent (estimated by `rca_core::llm::estimate_tokens`).
+pub async fn obsk_comparison(
+    incidents: usize,
+    seed: u64,
+) -> Result<ObskComparison, StabilityError> {
+    let with_cfg = react_config("all")?;
+    let without_cfg = ReactConfig {
+        obsk_head_chars: None,
+        ..with_cfg.clone()
+    };
+    let mut out = ObskComparison {
+        incidents,
+        with_snapshots: 0,
+        without_snapshots: 0,
+        passed_with: 0,
+        passed_without: 0,
+    };
+    for i in 0..incidents {
+        let s = seed.wrapping_add(i as u64);
+        let a = run_episode(&with_cfg, 0.0, s).await?;
+        let b = run_episode(&without_cfg, 0.0, s).await?;
+        out.with_snapshots += a.run.trajectory.usage.prompt_tokens;
+        out.without_snapshots += b.run.trajectory.usage.prompt_tokens;
+        out.passed_with += usize::from(a.passed);
+        out.passed_without += usize::from(b.passed);
+    }
+    Ok(out)
+}
+
+impl ObskComparison {
+    /// A Markdown paragraph.
+    pub fn markdown(&self) -> String {
+        format!(
+            "Observation snapshot keys on the same simulated incidents without corruption \
+             ({} incidents, head {} characters): {} prompt tokens with OBSK, {} with full \
+             observations; {} and {} runs passed.\n",
+            self.incidents,
+            HEAD_CHARS,
+            self.with_snapshots,
+            self.without_snapshots,
+            self.passed_with,
+            self.passed_without
+        )
+    }
+}
+
 /// Runs every configuration.
 pub async fn run_stability(settings: StabilitySettings) -> Result<StabilityReport, StabilityError> {
     if settings.episodes == 0 {
@@ -338,6 +401,14 @@ mod tests {
             }
         }
         assert!(checked > 0);
+    }
+
+    #[tokio::test]
+    async fn snapshot_keys_save_prompt_tokens_on_simulated_incidents() {
+        let c = obsk_comparison(5, 11).await.unwrap();
+        assert_eq!((c.passed_with, c.passed_without), (5, 5));
+        assert!(c.with_snapshots < c.without_snapshots, "{c:?}");
+        assert!(c.markdown().contains("5 incidents"));
     }
 
     #[tokio::test]
