@@ -428,3 +428,39 @@ fn config_round_trips_through_json() {
     assert_eq!(back, cfg);
     assert!(back.regen.is_some());
 }
+
+/// A tool that never returns in time.
+struct Hang;
+
+#[async_trait]
+impl TypedTool for Hang {
+    type Args = ComponentArgs;
+    fn name(&self) -> &str {
+        "hang"
+    }
+    fn description(&self) -> &str {
+        "Never answers."
+    }
+    async fn run(&self, _a: ComponentArgs, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Err(ToolError::failed("unreachable in the test"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wall_time_budget_bounds_tool_calls() {
+    let mut tools = registry();
+    tools.register_typed(Hang).unwrap();
+    let model = ScriptedModel::from_texts(
+        "scripted-react-hanging-tool",
+        [turn("hang", serde_json::json!({"component": "db"}))],
+    );
+    let cfg = ReactConfig {
+        max_wall_time: Some(Duration::from_secs(5)),
+        ..config()
+    };
+    let run = ReactAgent::new(Arc::new(model), tools, "", cfg)
+        .run(&incident(), &Cancellation::new())
+        .await;
+    assert_eq!(run.trajectory.outcome, Outcome::TimedOut);
+}
