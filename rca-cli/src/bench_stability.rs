@@ -71,3 +71,43 @@ async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(subcommand)]
+        command: BenchCommand,
+    }
+
+    #[tokio::test]
+    async fn parses_and_writes_the_docs_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("benchmarks.md");
+        let w = Wrapper::try_parse_from([
+            "bench",
+            "stability",
+            "--episodes",
+            "4",
+            "--corruption",
+            "0.5",
+            "--json",
+            "--write-docs",
+            path.to_str().unwrap(),
+        ])
+        .unwrap();
+        let BenchCommand::Stability(args) = &w.command;
+        assert_eq!((args.episodes, args.corruption, args.json), (4, 0.5, true));
+        run(w.command).await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("<!-- BEGIN stability -->"));
+        assert!(text.contains("rca bench stability --episodes 4 --corruption 0.5"));
+        assert!(text.contains("| no_regen |") && text.contains("prompt tokens with OBSK"));
+        let defaults = Wrapper::try_parse_from(["bench", "stability"]).unwrap();
+        let BenchCommand::Stability(d) = defaults.command;
+        assert_eq!((d.episodes, d.corruption, d.json), (1000, 0.3, false));
+    }
+}
