@@ -3,6 +3,7 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod bench_stability;
 mod config;
 mod diagnose;
 
@@ -22,6 +23,11 @@ enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Run a benchmark.
+    Bench {
+        #[command(subcommand)]
+        command: bench_stability::BenchCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,13 +36,17 @@ fn main() -> anyhow::Result<()> {
         Cli::command().print_help()?;
         return Ok(());
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    match command {
+        Command::Diagnose(args) => run_async(diagnose::run(args)),
+        Command::Config(command) => config::run(command),
+        Command::Bench { command } => run_async(bench_stability::run(command)),
+    }
+}
+
+/// Runs a future on a fresh multi-threaded runtime.
+fn run_async<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
-    runtime.block_on(async move {
-        match command {
-            Command::Diagnose(args) => diagnose::run(args).await,
-            Command::Config(command) => config::run(command),
-        }
-    })
+        .build()?
+        .block_on(f)
 }

@@ -672,7 +672,7 @@ pub struct Regenerated {
 
 /// Asks the model to restate broken output as YAML and to regenerate JSON of the same
 /// structure from it (RCAgent's JsonRegen), for up to `max_rounds` rounds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JsonRegen {
     /// Rounds before giving up.
     pub max_rounds: u32,
@@ -693,7 +693,8 @@ impl Default for JsonRegen {
     }
 }
 
-const REGEN_SYSTEM: &str = "You convert data between formats. Keep every field and every value; \
+/// The system message of every regeneration request (so wrappers and tests can recognise them).
+pub const REGEN_SYSTEM: &str = "You convert data between formats. Keep every field and every value; \
      add nothing and drop nothing. Answer with the converted data only.";
 
 impl JsonRegen {

@@ -153,7 +153,7 @@ fn agent(m: ScriptedBySeed) -> ReactAgent {
     tools.register_typed(Probe).unwrap();
     let cfg = ReactConfig {
         rules: ErrorRules {
-            min_evidence: 1,
+            min_observations: 1,
             ..ErrorRules::default()
         },
         ..ReactConfig::default()

@@ -51,7 +51,6 @@ pub struct ReactConfig {
     /// Repair model output locally before giving up on it.
     pub json_repair: bool,
     /// Regenerate unparseable output via YAML (`None`: off).
-    #[serde(skip)]
     pub regen: Option<JsonRegen>,
     /// The error rules.
     pub rules: ErrorRules,
@@ -323,22 +322,31 @@ impl ReactAgent {
         Ok(())
     }
 
+    /// Awaits `fut` within what is left of the wall-time budget.
+    async fn within_budget<T>(
+        &self,
+        started: Instant,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Result<T, Outcome> {
+        match self.config.max_wall_time {
+            Some(limit) => {
+                let left = limit.saturating_sub(started.elapsed());
+                tokio::time::timeout(left, fut)
+                    .await
+                    .map_err(|_| Outcome::TimedOut)
+            }
+            None => Ok(fut.await),
+        }
+    }
+
     async fn complete(
         &self,
         state: &RunState,
         request: CompletionRequest,
     ) -> Result<rca_core::CompletionResponse, Outcome> {
-        let call = self.model.complete(request);
-        let result = match self.config.max_wall_time {
-            Some(limit) => {
-                let left = limit.saturating_sub(state.started.elapsed());
-                tokio::time::timeout(left, call)
-                    .await
-                    .map_err(|_| Outcome::TimedOut)?
-            }
-            None => call.await,
-        };
-        result.map_err(|e| Outcome::Failed(format!("model error: {e}")))
+        self.within_budget(state.started, self.model.complete(request))
+            .await?
+            .map_err(|e| Outcome::Failed(format!("model error: {e}")))
     }
 
     async fn step(
@@ -378,9 +386,13 @@ impl ReactAgent {
             usage: response.usage,
             ..Default::default()
         };
-        let parsed = match self.read_turn(&raw, &mut step).await {
-            Ok(p) => p,
-            Err(outcome) => return StepEnd::Stop(outcome),
+        let started_run = state.started;
+        let parsed = match self
+            .within_budget(started_run, self.read_turn(&raw, &mut step))
+            .await
+        {
+            Ok(Ok(p)) => p,
+            Ok(Err(outcome)) | Err(outcome) => return StepEnd::Stop(outcome),
         };
         let end = match parsed {
             Err(violation) => {
@@ -390,7 +402,15 @@ impl ReactAgent {
             Ok(turn) => {
                 step.thought = turn.thought.clone();
                 step.action = Some(turn.action.clone());
-                self.act(state, &mut step, &turn, cancel).await
+                // The tool call is bounded by the wall-time budget too; `act` changes the state
+                // only after its awaits, so a timeout leaves the state as it was.
+                match self
+                    .within_budget(started_run, self.act(state, &mut step, &turn, cancel))
+                    .await
+                {
+                    Ok(end) => end,
+                    Err(outcome) => StepEnd::Stop(outcome),
+                }
             }
         };
         step.elapsed_ms = elapsed_ms(started);
@@ -485,10 +505,15 @@ impl ReactAgent {
                     return StepEnd::Continue;
                 }
             };
-            if rules.enabled && state.investigations < rules.min_evidence {
+            if rules.enabled
+                && (state.investigations < rules.min_observations
+                    || state.evidence.len() < rules.min_evidence)
+            {
                 let v = Violation::PrematureFinalize {
-                    have: state.investigations,
-                    need: rules.min_evidence,
+                    observations: state.investigations,
+                    evidence: state.evidence.len(),
+                    need_observations: rules.min_observations,
+                    need_evidence: rules.min_evidence,
                 };
                 self.reject(state, step, &rendered, v);
                 return StepEnd::Continue;

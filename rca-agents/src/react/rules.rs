@@ -19,6 +19,9 @@ pub struct ErrorRules {
     /// Fewer characters of input than this to an expert tool is trivial.
     pub min_expert_input_chars: usize,
     /// Successful investigative tool calls needed before `finalize` is accepted.
+    pub min_observations: usize,
+    /// Pieces of evidence the tools must have established (in `ToolOutput::evidence`) before
+    /// `finalize` is accepted. Leave at 0 when your tools report no evidence.
     pub min_evidence: usize,
 }
 
@@ -29,7 +32,8 @@ impl Default for ErrorRules {
             repeated_call: true,
             expert_tools: Vec::new(),
             min_expert_input_chars: 64,
-            min_evidence: 1,
+            min_observations: 1,
+            min_evidence: 0,
         }
     }
 }
@@ -87,9 +91,13 @@ pub enum Violation {
     /// `finalize` before enough investigation.
     PrematureFinalize {
         /// Successful investigative calls so far.
-        have: usize,
-        /// Needed.
-        need: usize,
+        observations: usize,
+        /// Evidence established so far.
+        evidence: usize,
+        /// Calls needed.
+        need_observations: usize,
+        /// Evidence needed.
+        need_evidence: usize,
     },
 }
 
@@ -116,9 +124,14 @@ impl Violation {
                 "Expert tools analyse content: pass them the text to analyse (at least {min} \
                  characters), for example a snapshot key of an earlier observation."
             ),
-            Violation::PrematureFinalize { need, .. } => format!(
-                "Investigate further before finalizing: gather at least {need} observations \
-                 from the tools that support the root cause."
+            Violation::PrematureFinalize {
+                need_observations,
+                need_evidence,
+                ..
+            } => format!(
+                "Investigate further before finalizing: make at least {need_observations} \
+                 successful tool call(s) and establish at least {need_evidence} piece(s) of \
+                 evidence that support the root cause."
             ),
         };
         if advise {
@@ -145,9 +158,14 @@ impl fmt::Display for Violation {
             Violation::TrivialExpertInput { tool, chars, .. } => {
                 write!(f, "`{tool}` got only {chars} characters of input")
             }
-            Violation::PrematureFinalize { have, need } => write!(
+            Violation::PrematureFinalize {
+                observations,
+                evidence,
+                ..
+            } => write!(
                 f,
-                "finalize after {have} successful observation(s); at least {need} are required"
+                "finalize after only {observations} successful tool call(s) and {evidence} \
+                 piece(s) of evidence"
             ),
         }
     }
@@ -177,8 +195,13 @@ mod tests {
         assert!(with.contains("grep") && with.contains("logs: read logs"));
         let without = v.observation(false);
         assert!(without.contains("grep") && !without.contains("Advice"));
-        let p = Violation::PrematureFinalize { have: 0, need: 2 };
-        assert!(p.observation(true).contains("at least 2"));
+        let p = Violation::PrematureFinalize {
+            observations: 0,
+            evidence: 0,
+            need_observations: 1,
+            need_evidence: 2,
+        };
+        assert!(p.observation(true).contains("at least 2 piece"));
         assert_eq!(
             input_chars(&serde_json::json!({"a": "abc", "b": ["de", 5]})),
             5

@@ -110,7 +110,7 @@ fn config() -> ReactConfig {
         rules: ErrorRules {
             expert_tools: vec!["log_expert".into()],
             min_expert_input_chars: 20,
-            min_evidence: 1,
+            min_observations: 1,
             ..ErrorRules::default()
         },
         ..ReactConfig::default()
@@ -274,7 +274,7 @@ async fn error_rules_answer_with_advice() {
         .iter()
         .map(|s| s.observation.as_ref().unwrap().text.clone())
         .collect();
-    assert!(obs[0].contains("at least 1") && obs[0].contains("Advice"));
+    assert!(obs[0].contains("at least 1 successful") && obs[0].contains("Advice"));
     assert!(obs[1].contains("`grep`") && obs[1].contains("logs (Reads the recent log lines"));
     assert!(obs[2].contains("invalid arguments") && obs[2].contains("\"component\""));
     assert!(obs[3].contains("nothing unusual"));
@@ -396,4 +396,71 @@ async fn disk_snapshot_store_serves_keys() {
             .unwrap()
             .contains("disk full")
     );
+}
+
+#[tokio::test]
+async fn finalize_waits_for_evidence_when_configured() {
+    let model = ScriptedModel::from_texts(
+        "scripted-react-min-evidence",
+        [
+            turn("logs", serde_json::json!({"component": "api"})),
+            finalize_turn(),
+            turn("logs", serde_json::json!({"component": "db"})),
+            finalize_turn(),
+        ],
+    );
+    let mut cfg = config();
+    cfg.rules.min_evidence = 1;
+    let run = agent(model, cfg)
+        .run(&incident(), &Cancellation::new())
+        .await;
+    assert_eq!(run.trajectory.outcome, Outcome::Finalized);
+    assert_eq!(run.trajectory.steps.len(), 4);
+    let rejected = run.trajectory.steps[1].error.clone().unwrap();
+    assert!(rejected.contains("0 piece(s) of evidence"), "{rejected}");
+}
+
+#[test]
+fn config_round_trips_through_json() {
+    let cfg = config();
+    let text = serde_json::to_string(&cfg).unwrap();
+    let back: ReactConfig = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, cfg);
+    assert!(back.regen.is_some());
+}
+
+/// A tool that never returns in time.
+struct Hang;
+
+#[async_trait]
+impl TypedTool for Hang {
+    type Args = ComponentArgs;
+    fn name(&self) -> &str {
+        "hang"
+    }
+    fn description(&self) -> &str {
+        "Never answers."
+    }
+    async fn run(&self, _a: ComponentArgs, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Err(ToolError::failed("unreachable in the test"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wall_time_budget_bounds_tool_calls() {
+    let mut tools = registry();
+    tools.register_typed(Hang).unwrap();
+    let model = ScriptedModel::from_texts(
+        "scripted-react-hanging-tool",
+        [turn("hang", serde_json::json!({"component": "db"}))],
+    );
+    let cfg = ReactConfig {
+        max_wall_time: Some(Duration::from_secs(5)),
+        ..config()
+    };
+    let run = ReactAgent::new(Arc::new(model), tools, "", cfg)
+        .run(&incident(), &Cancellation::new())
+        .await;
+    assert_eq!(run.trajectory.outcome, Outcome::TimedOut);
 }
