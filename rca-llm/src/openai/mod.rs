@@ -68,12 +68,12 @@ impl OpenAiClient {
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
         let mut builder =
             reqwest::Client::builder().user_agent(concat!("rca-llm/", env!("CARGO_PKG_VERSION")));
-        if let Some(ms) = config.connect_timeout_ms {
-            builder = builder.connect_timeout(Duration::from_millis(ms));
+        if let Some(t) = config.connect_timeout() {
+            builder = builder.connect_timeout(t);
         }
-        if let Some(ms) = config.request_timeout_ms {
+        if let Some(t) = config.request_timeout() {
             // For streams: the longest silence between two chunks.
-            builder = builder.read_timeout(Duration::from_millis(ms));
+            builder = builder.read_timeout(t);
         }
         let mut headers = reqwest::header::HeaderMap::new();
         for (k, v) in &config.headers {
@@ -118,8 +118,8 @@ impl OpenAiClient {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        if whole_timeout && let Some(ms) = self.config.request_timeout_ms {
-            req = req.timeout(Duration::from_millis(ms));
+        if whole_timeout && let Some(t) = self.config.request_timeout() {
+            req = req.timeout(t);
         }
         let resp = req.send().await.map_err(|e| self.transport_error(e))?;
         let status = resp.status();
