@@ -203,6 +203,17 @@ impl ChatModel for OpenAiClient {
             |e, d| self.log_retry(e, d),
         )
         .await?;
+        // A server that ignores `stream` answers with one JSON completion: replay it.
+        let is_json = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.contains("json"));
+        if is_json {
+            let raw = resp.text().await.map_err(|e| self.transport_error(e))?;
+            let response = wire::parse_response(&request, &self.config.model, &raw)?;
+            return Ok(Box::pin(futures::stream::iter(replay_events(response))));
+        }
         let endpoint = self.endpoint.clone();
         let bytes = resp.bytes_stream().map(move |r| {
             r.map_err(|e| {
