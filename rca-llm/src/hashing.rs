@@ -296,6 +296,128 @@ mod tests {
             .join(" ")
     }
 
+    /// The shared data folder: `RCA_SHARED_DIR`, else `<workspace>/../shared`.
+    fn shared_dir() -> std::path::PathBuf {
+        std::env::var_os("RCA_SHARED_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+            })
+    }
+
+    /// Changes every digit run (to a different number) and replaces the `which`-th alphabetic
+    /// word of at least three letters.
+    fn perturb(line: &str, which: usize) -> String {
+        let mut out = String::new();
+        let mut digits = String::new();
+        for c in line.chars().chain(std::iter::once('\n')) {
+            if c.is_ascii_digit() {
+                digits.push(c);
+                continue;
+            }
+            if !digits.is_empty() {
+                let n: u128 = digits.parse().unwrap_or(0);
+                out.push_str(&(n.wrapping_mul(7).wrapping_add(13) % 1_000_000).to_string());
+                digits.clear();
+            }
+            if c != '\n' {
+                out.push(c);
+            }
+        }
+        let words: Vec<&str> = out.split(' ').collect();
+        let candidates: Vec<usize> = (0..words.len())
+            .filter(|&i| words[i].len() >= 3 && words[i].chars().all(|c| c.is_ascii_alphabetic()))
+            .collect();
+        if candidates.is_empty() {
+            return out;
+        }
+        let target = candidates[which % candidates.len()];
+        let mut words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        words[target] = "quux".into();
+        words.join(" ")
+    }
+
+    /// On the real Loghub-2k lines of every shared system: a line is closer to its perturbed
+    /// copy than to a line of another system, for (almost) every line.
+    #[test]
+    fn loghub_lines_stay_closer_to_their_variants() {
+        let root = shared_dir().join("data/loghub-2k");
+        let systems: Vec<std::path::PathBuf> = match std::fs::read_dir(&root) {
+            Ok(rd) => {
+                let mut v: Vec<_> = rd
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect();
+                v.sort();
+                v
+            }
+            Err(e) => {
+                let required =
+                    std::env::var_os("RCA_REQUIRE_ALL").is_some_and(|v| !v.is_empty() && v != "0");
+                assert!(
+                    !required,
+                    "RCA_REQUIRE_ALL is set but {} is unreadable: {e}",
+                    root.display()
+                );
+                eprintln!(
+                    "skipping: {} is unreadable ({e}); set RCA_SHARED_DIR",
+                    root.display()
+                );
+                return;
+            }
+        };
+        let e = HashingEmbedder::default();
+        let lines: Vec<Vec<String>> = systems
+            .iter()
+            .map(|dir| {
+                let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+                let text = std::fs::read_to_string(dir.join(format!("{name}_2k.log"))).unwrap();
+                text.lines().step_by(40).map(str::to_string).collect()
+            })
+            .collect();
+        assert!(
+            lines.len() >= 2,
+            "need at least two systems in {}",
+            root.display()
+        );
+        let (mut total, mut closer_than_one, mut closer_than_all) = (0usize, 0usize, 0usize);
+        let vecs: Vec<Vec<Vec<f32>>> = lines
+            .iter()
+            .map(|ls| ls.iter().map(|l| e.embed_one(l)).collect())
+            .collect();
+        for (s, system_lines) in lines.iter().enumerate() {
+            for (i, line) in system_lines.iter().enumerate() {
+                let a = &vecs[s][i];
+                let near = cosine(a, &e.embed_one(&perturb(line, i)));
+                let other = (s + 1 + i % (lines.len() - 1)) % lines.len();
+                let o = &vecs[other][i % vecs[other].len()];
+                total += 1;
+                closer_than_one += usize::from(near > cosine(a, o));
+                let far_max = vecs
+                    .iter()
+                    .enumerate()
+                    .filter(|(t, _)| *t != s)
+                    // Unit vectors: the dot product is the cosine.
+                    .flat_map(|(_, vs)| {
+                        vs.iter()
+                            .map(|v| a.iter().zip(v).map(|(x, y)| x * y).sum::<f32>())
+                    })
+                    .fold(f32::MIN, f32::max);
+                closer_than_all += usize::from(near > far_max);
+            }
+        }
+        let one = closer_than_one as f64 / total as f64;
+        let all = closer_than_all as f64 / total as f64;
+        eprintln!(
+            "loghub-2k, {total} lines of {} systems: variant closer than a line of another \
+             system {one:.4}; closer than every sampled line of every other system {all:.4}",
+            lines.len()
+        );
+        assert!(one >= 0.99, "{one}");
+        assert!(all >= 0.95, "{all}");
+    }
+
     proptest! {
         #[test]
         fn unit_norm_and_deterministic(text in "\\PC{0,200}") {

@@ -183,6 +183,36 @@ mod tests {
         );
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_fan_out_samples_record_and_replay_by_seed() {
+        use crate::fanout::FanOut;
+        use crate::scripted::ScriptedTurn;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fan.json");
+        let scripted = ScriptedModel::new(
+            "scripted-fan-out-record",
+            (0..8).map(|i| ScriptedTurn::Text(format!("sample text {i}"))),
+        );
+        let live = FanOut::new(RecordingModel::create(scripted, &path))
+            .always()
+            .with_concurrency(8)
+            .complete(ask("vote on the root cause").with_n(8).with_seed(500))
+            .await
+            .unwrap();
+        let cassette = Cassette::load(&path).unwrap();
+        assert_eq!(cassette.entries.len(), 8);
+        let replayed = FanOut::new(ReplayModel::open(&path).unwrap())
+            .always()
+            .with_concurrency(3)
+            .complete(ask("vote on the root cause").with_n(8).with_seed(500))
+            .await
+            .unwrap();
+        // Each sample is keyed by its own seed, so the replay returns the same text per index
+        // whatever order the live calls happened to finish in.
+        assert_eq!(replayed.choices, live.choices);
+    }
+
     #[tokio::test]
     async fn a_miss_names_the_closest_request_and_the_difference() {
         let dir = tempfile::tempdir().unwrap();

@@ -105,6 +105,84 @@ mod tests {
     use super::*;
     use crate::scripted::{ScriptedModel, ScriptedTurn};
 
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    type Fields = Arc<Mutex<Vec<(String, String)>>>;
+
+    /// A subscriber that keeps every span field recorded, as (name, value) text.
+    struct Capture(Fields);
+
+    struct Collect<'a>(&'a Fields);
+
+    impl Visit for Collect<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+    }
+
+    impl Subscriber for Capture {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+            attrs.record(&mut Collect(&self.0));
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, values: &Record<'_>) {
+            values.record(&mut Collect(&self.0));
+        }
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, _: &Event<'_>) {}
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    #[test]
+    fn spans_carry_model_tokens_latency_and_error_kind() {
+        let fields: Fields = Arc::default();
+        let inner = ScriptedModel::new(
+            "scripted-traced-span",
+            [
+                ScriptedTurn::Text("four words of output".into()),
+                ScriptedTurn::Error(LlmError::ContextLength {
+                    message: "too long".into(),
+                }),
+            ],
+        );
+        let m = Traced::new(inner);
+        let req = CompletionRequest::new(vec![Message::user("hello")]);
+        tracing::subscriber::with_default(Capture(fields.clone()), || {
+            futures::executor::block_on(async {
+                let ok = m.complete(req.clone()).await.unwrap();
+                assert!(ok.usage.completion_tokens > 0);
+                assert!(m.complete(req).await.is_err());
+            })
+        });
+        let got = fields.lock().unwrap().clone();
+        let value = |name: &str| -> Vec<String> {
+            got.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        assert_eq!(
+            value("model"),
+            ["\"scripted-traced-span\"", "\"scripted-traced-span\""]
+        );
+        assert_eq!(value("completion_tokens").len(), 1);
+        assert_ne!(value("completion_tokens")[0], "0");
+        assert_eq!(value("prompt_tokens").len(), 1);
+        assert_eq!(value("latency_ms").len(), 2);
+        assert_eq!(value("error"), ["\"context_length\""]);
+    }
+
     #[tokio::test]
     async fn passes_results_and_errors_through() {
         let inner = ScriptedModel::new(

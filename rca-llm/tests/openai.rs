@@ -500,6 +500,43 @@ async fn streaming_delivers_deltas_then_usage_at_the_end() {
     );
 }
 
+#[tokio::test]
+async fn a_server_ignoring_stream_still_yields_events() {
+    let s = server().await;
+    chat()
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(completion(&["whole answer"], Some((9, 2)))),
+        )
+        .expect(1)
+        .mount(&s)
+        .await;
+    let events: Vec<StreamEvent> = client(&s.uri(), retries(0))
+        .stream(ask("x"))
+        .await
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    assert_eq!(
+        events,
+        [
+            StreamEvent::Delta {
+                index: 0,
+                text: "whole answer".into()
+            },
+            StreamEvent::Finish {
+                index: 0,
+                reason: FinishReason::Stop
+            },
+            StreamEvent::Usage(rca_core::llm::Usage {
+                prompt_tokens: 9,
+                completion_tokens: 2,
+                estimated: false
+            }),
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn opening_a_stream_is_retried_and_typed() {
     let s = server().await;

@@ -89,11 +89,11 @@ pub struct OpenAiConfig {
     /// built, used when `api_key` is unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
-    /// Time allowed to open a connection, in milliseconds (`None`: no limit).
+    /// Time allowed to open a connection, in milliseconds (`None` or 0: no limit).
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_ms: Option<u64>,
     /// Time allowed for a whole non-streaming request, in milliseconds; for a stream, the
-    /// longest silence between two chunks (`None`: no limit).
+    /// longest silence between two chunks (`None` or 0: no limit).
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: Option<u64>,
     /// Retries of failed calls (429 honouring `Retry-After`, 5xx, connection errors, timeouts).
@@ -203,6 +203,20 @@ impl OpenAiConfig {
         self
     }
 
+    /// The connect timeout, if any.
+    pub fn connect_timeout(&self) -> Option<Duration> {
+        self.connect_timeout_ms
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis)
+    }
+
+    /// The request timeout (for streams: the longest silence between chunks), if any.
+    pub fn request_timeout(&self) -> Option<Duration> {
+        self.request_timeout_ms
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis)
+    }
+
     /// The chat-completions URL.
     pub fn endpoint(&self) -> String {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
@@ -233,7 +247,12 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(c.endpoint(), "http://localhost:11434/v1/chat/completions");
-        assert_eq!(c.connect_timeout_ms, Some(10_000));
+        assert_eq!(c.connect_timeout(), Some(Duration::from_secs(10)));
+        let no_limit = c.clone().with_timeouts(Some(Duration::ZERO), None);
+        assert_eq!(
+            (no_limit.connect_timeout(), no_limit.request_timeout()),
+            (None, None)
+        );
         assert_eq!(c.retry, RetryPolicy::default());
         assert!(!format!("{c:?}").contains("very-secret"));
         assert_eq!(c.resolved_api_key().as_deref(), Some("sk-very-secret"));

@@ -68,12 +68,12 @@ impl OpenAiClient {
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
         let mut builder =
             reqwest::Client::builder().user_agent(concat!("rca-llm/", env!("CARGO_PKG_VERSION")));
-        if let Some(ms) = config.connect_timeout_ms {
-            builder = builder.connect_timeout(Duration::from_millis(ms));
+        if let Some(t) = config.connect_timeout() {
+            builder = builder.connect_timeout(t);
         }
-        if let Some(ms) = config.request_timeout_ms {
+        if let Some(t) = config.request_timeout() {
             // For streams: the longest silence between two chunks.
-            builder = builder.read_timeout(Duration::from_millis(ms));
+            builder = builder.read_timeout(t);
         }
         let mut headers = reqwest::header::HeaderMap::new();
         for (k, v) in &config.headers {
@@ -118,8 +118,8 @@ impl OpenAiClient {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        if whole_timeout && let Some(ms) = self.config.request_timeout_ms {
-            req = req.timeout(Duration::from_millis(ms));
+        if whole_timeout && let Some(t) = self.config.request_timeout() {
+            req = req.timeout(t);
         }
         let resp = req.send().await.map_err(|e| self.transport_error(e))?;
         let status = resp.status();
@@ -203,6 +203,17 @@ impl ChatModel for OpenAiClient {
             |e, d| self.log_retry(e, d),
         )
         .await?;
+        // A server that ignores `stream` answers with one JSON completion: replay it.
+        let is_json = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.contains("json"));
+        if is_json {
+            let raw = resp.text().await.map_err(|e| self.transport_error(e))?;
+            let response = wire::parse_response(&request, &self.config.model, &raw)?;
+            return Ok(Box::pin(futures::stream::iter(replay_events(response))));
+        }
         let endpoint = self.endpoint.clone();
         let bytes = resp.bytes_stream().map(move |r| {
             r.map_err(|e| {
