@@ -5,3 +5,4 @@
 #![deny(missing_docs)]
 
 pub mod docs;
+pub mod loghub;

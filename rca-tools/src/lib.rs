@@ -3,3 +3,5 @@
 //! Data-source adapters, analyzers, log clustering, information-gathering tools and expert
 //! agents built on the traits of [`rca_core`].
 #![deny(missing_docs)]
+
+pub mod logs;
