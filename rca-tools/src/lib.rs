@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod code;
 pub mod experts;
 pub mod incident_dir;
+pub mod logs;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "prometheus")]
