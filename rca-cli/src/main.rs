@@ -3,6 +3,8 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod mitigate;
+
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
 #[command(name = "rca", version, about, long_about = None)]
@@ -12,7 +14,10 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Mitigate a simulated fault safely with STRATUS (TNR), or run its ablation benchmark.
+    Mitigate(mitigate::MitigateArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -20,5 +25,7 @@ fn main() -> anyhow::Result<()> {
         Cli::command().print_help()?;
         return Ok(());
     };
-    match command {}
+    match command {
+        Command::Mitigate(args) => mitigate::run(args),
+    }
 }

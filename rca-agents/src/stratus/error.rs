@@ -80,6 +80,12 @@ pub enum StratusError {
         /// The names that exist, comma separated.
         known: String,
     },
+    /// Internal state was poisoned by a panicking thread: stop.
+    #[error("internal error: {message}")]
+    Internal {
+        /// What happened.
+        message: String,
+    },
     /// Undo did not restore the checkpointed state (assumption A2 is broken by the
     /// environment): stop and hand over to a human.
     #[error(

@@ -12,6 +12,7 @@
 //! - [`bench`]: the ablation of STRATUS Table 3 (tnr / retry without undo / no retry).
 
 pub mod agents;
+pub mod bench;
 pub mod command;
 pub mod confinement;
 pub mod environment;
@@ -25,5 +26,11 @@ pub use command::{Command, ResourceKind, ResourceRef};
 pub use confinement::{Confined, ReadCommand, WriteCommand, confine};
 pub use environment::{Environment, ReadAccess, ReadHandle, ResourceSnapshot, ServiceGraph};
 pub use error::{EnvError, StratusError};
+pub use machine::{Phase, RunReport, Stratus};
 pub use severity::{HealthReport, SeverityWeights};
 pub use sim::SimEnvironment;
+pub use sim::scenarios::{SCENARIOS, Scenario, oracle, scenario};
+pub use transaction::{Approver, Outcome, Proposal, Tnr, TnrConfig, TransactionRecord};
+
+#[cfg(test)]
+mod tests;

@@ -446,6 +446,21 @@ impl Cluster {
         report
     }
 
+    /// Replicas of `d` the demand on the services selecting it needs at nominal capacity.
+    fn replicas_needed(&self, d: &Deployment, traffic: &TrafficReport) -> u32 {
+        let Some(p) = self.profile(d).filter(|p| p.rps_per_pod > 0.0) else {
+            return 0;
+        };
+        let demand: f64 = self
+            .services
+            .keys()
+            .filter(|s| self.backing_deployments(s).iter().any(|b| b.name == d.name))
+            .filter_map(|s| traffic.services.get(s))
+            .map(|h| h.demand)
+            .sum();
+        (demand / p.rps_per_pod).ceil().min(1000.0) as u32
+    }
+
     /// Alerts, SLA violations, capacity loss and crash, all computed from state.
     pub fn health(&self) -> HealthReport {
         let traffic = self.traffic();
@@ -491,7 +506,10 @@ impl Cluster {
                     }
                 }
             }
-            loss = loss.saturating_add(d.replicas.saturating_sub(ready));
+            // Replicas the offered load needs, so that scaling a deployment down cannot hide
+            // lost capacity: loss is measured against max(desired, needed).
+            let needed = self.replicas_needed(d, &traffic);
+            loss = loss.saturating_add(d.replicas.max(needed).saturating_sub(ready));
             if let Some(s) = first_bad {
                 let reason = s.reason.unwrap_or("NotReady");
                 let name = match reason {
