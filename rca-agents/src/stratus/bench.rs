@@ -320,6 +320,8 @@ pub struct ModeResult {
     pub severity_over_time: Vec<f64>,
     /// Fraction of runs crashed by attempt k.
     pub crashed_over_time: Vec<f64>,
+    /// Success rate per scenario, in scenario order.
+    pub per_scenario: Vec<(String, f64)>,
 }
 
 /// The summary of one mode.
@@ -403,6 +405,7 @@ fn aggregate(mode: Mode, runs: &[RunOutcome], horizon: usize) -> ModeResult {
         mean_steps: runs.iter().map(|r| r.steps).sum::<usize>() as f64 / n,
         severity_over_time: sev,
         crashed_over_time: crashed,
+        per_scenario: Vec::new(),
     }
 }
 
@@ -411,12 +414,19 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport, StratusError
     let mut modes = Vec::new();
     for mode in [Mode::Tnr, Mode::RetryNoUndo, Mode::NoRetry] {
         let mut runs = Vec::new();
+        let mut per_scenario = Vec::new();
         for (i, s) in SCENARIOS.iter().enumerate() {
+            let mut ok = 0usize;
             for seed in 0..config.seeds {
-                runs.push(run_one(s, i, seed, mode, config).await?);
+                let r = run_one(s, i, seed, mode, config).await?;
+                ok += usize::from(r.success);
+                runs.push(r);
             }
+            per_scenario.push((s.name.to_string(), ok as f64 / config.seeds.max(1) as f64));
         }
-        modes.push(aggregate(mode, &runs, config.max_attempts));
+        let mut m = aggregate(mode, &runs, config.max_attempts);
+        m.per_scenario = per_scenario;
+        modes.push(m);
     }
     Ok(BenchReport {
         scenarios: SCENARIOS.len(),
@@ -500,6 +510,27 @@ impl BenchReport {
                 let _ = write!(s, " {v:.2} ({c:.2}) |");
             }
             let _ = writeln!(s);
+        }
+        let _ = writeln!(s, "\nSuccess rate per scenario.\n");
+        let _ = write!(s, "| scenario |");
+        for m in &self.modes {
+            let _ = write!(s, " {} |", m.mode.as_str());
+        }
+        let _ = writeln!(s);
+        let _ = write!(s, "|---|");
+        for _ in &self.modes {
+            let _ = write!(s, "---|");
+        }
+        let _ = writeln!(s);
+        if let Some(first) = self.modes.first() {
+            for (i, (name, _)) in first.per_scenario.iter().enumerate() {
+                let _ = write!(s, "| {name} |");
+                for m in &self.modes {
+                    let v = m.per_scenario.get(i).map_or(0.0, |x| x.1);
+                    let _ = write!(s, " {v:.2} |");
+                }
+                let _ = writeln!(s);
+            }
         }
         s
     }

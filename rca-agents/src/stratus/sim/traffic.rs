@@ -233,8 +233,20 @@ impl Cluster {
         let mut callees = Vec::new();
         let mut broken = Vec::new();
         for d in self.backing_deployments(service) {
-            let Some(p) = self.profile(d) else { continue };
-            for var in &p.dependency_env {
+            // The image says which variables are dependencies; a deployment whose image cannot
+            // run still has its intended callees (every variable that resolves to a service),
+            // so the load those callees must carry does not vanish from the severity metric.
+            let vars: Vec<String> = match self.profile(d) {
+                Some(p) => p.dependency_env.clone(),
+                None => d
+                    .template
+                    .env
+                    .iter()
+                    .filter(|(_, v)| self.resolve(v).is_some())
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            };
+            for var in &vars {
                 match d.template.env.get(var) {
                     Some(addr) => match self.resolve(addr) {
                         Some(s) => {
