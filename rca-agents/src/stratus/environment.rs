@@ -72,6 +72,64 @@ impl ServiceGraph {
 /// Reads take `&self`; writes and restores take `&mut self`, so a caller that shares the
 /// environment behind a readers-writer lock can write only while it holds the write guard
 /// (writer exclusivity, TNR assumption A1).
+///
+/// A minimal implementation: one deployment whose replica count is the whole state.
+///
+/// ```
+/// use std::sync::Arc;
+/// use async_trait::async_trait;
+/// use rca_agents::stratus::{Command, EnvError, Environment, HealthReport, ReadCommand,
+///     ResourceKind, ResourceRef, ResourceSnapshot, ServiceGraph, Tnr, TnrConfig, WriteCommand};
+/// use rca_agents::stratus::severity::Alert;
+///
+/// struct OneDeployment { replicas: u32 }
+///
+/// #[async_trait]
+/// impl Environment for OneDeployment {
+///     async fn observe(&self) -> Result<HealthReport, EnvError> {
+///         let mut h = HealthReport::default();
+///         h.capacity_loss = 3u32.saturating_sub(self.replicas);
+///         if self.replicas == 0 {
+///             h.alerts.push(Alert { name: "NoEndpoints".into(), component: "service/web".into(),
+///                 reason: String::new(), message: String::new() });
+///         }
+///         Ok(h)
+///     }
+///     async fn read(&self, _: &ReadCommand) -> Result<String, EnvError> {
+///         Ok(format!("replicas: {}", self.replicas))
+///     }
+///     async fn write(&mut self, c: &WriteCommand) -> Result<String, EnvError> {
+///         match c.command() {
+///             Command::Scale { replicas, .. } => { self.replicas = *replicas; Ok("scaled".into()) }
+///             _ => Err(EnvError::Invalid { message: "only scale".into() }),
+///         }
+///     }
+///     async fn footprint(&self, _: &WriteCommand) -> Result<Vec<ResourceRef>, EnvError> {
+///         Ok(vec![ResourceRef::new(ResourceKind::Deployment, "web")])
+///     }
+///     async fn snapshot(&self, r: &ResourceRef) -> Result<ResourceSnapshot, EnvError> {
+///         Ok(ResourceSnapshot { resource: r.clone(), manifest: Some(self.replicas.into()) })
+///     }
+///     async fn restore(&mut self, s: &ResourceSnapshot) -> Result<(), EnvError> {
+///         self.replicas = s.manifest.as_ref().and_then(|m| m.as_u64()).unwrap_or(0) as u32;
+///         Ok(())
+///     }
+///     async fn state_hash(&self) -> Result<u64, EnvError> { Ok(u64::from(self.replicas)) }
+///     async fn service_graph(&self) -> Result<ServiceGraph, EnvError> { Ok(ServiceGraph::default()) }
+/// }
+///
+/// # futures::executor::block_on(async {
+/// let env = Arc::new(tokio::sync::RwLock::new(OneDeployment { replicas: 1 }));
+/// let tnr = Tnr::new(env.clone(), TnrConfig::default()).await.unwrap();
+/// // Scaling to zero raises severity: aborted and undone.
+/// let r = tnr.run_text(&["scale deployment web --replicas=0".into()]).await.unwrap();
+/// assert!(!r.committed());
+/// assert_eq!(env.read().await.replicas, 1);
+/// // Scaling up lowers it: committed.
+/// let r = tnr.run_text(&["scale deployment web --replicas=3".into()]).await.unwrap();
+/// assert!(r.committed());
+/// # });
+/// ```
 #[async_trait]
 pub trait Environment: Send + Sync {
     /// The current health: alerts, SLA violations, capacity loss, crash.
