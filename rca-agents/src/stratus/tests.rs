@@ -418,3 +418,60 @@ async fn malformed_model_output_is_an_error_not_a_panic() {
         super::StratusError::MalformedModelOutput { .. }
     ));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, .. ProptestConfig::default() })]
+
+    /// Several STRATUS state machines and a random writer share one environment: writers never
+    /// overlap, and no visible state exceeds mu(s0).
+    #[test]
+    fn writers_never_overlap_when_machines_run_concurrently(
+        scenario in 0..SCENARIOS.len(),
+        extra in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..6),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let active = Arc::new(AtomicUsize::new(0));
+            let max = Arc::new(AtomicUsize::new(0));
+            let env = Arc::new(RwLock::new(Probe {
+                inner: SimEnvironment::new(SCENARIOS[scenario].build()),
+                active: Arc::clone(&active),
+                max: Arc::clone(&max),
+            }));
+            let tnr = Arc::new(Tnr::new(Arc::clone(&env), TnrConfig::default()).await.unwrap());
+            let mu0 = tnr.paths().visible[0].unwrap();
+            let mut tasks = Vec::new();
+            for _ in 0..3 {
+                let tnr = Arc::clone(&tnr);
+                tasks.push(tokio::spawn(async move {
+                    Stratus::default().with_max_attempts(4).run(&*tnr).await.map(|_| ())
+                }));
+            }
+            let writer = {
+                let tnr = Arc::clone(&tnr);
+                let env = Arc::clone(&env);
+                tokio::spawn(async move {
+                    for (k, a, b) in extra {
+                        let cmd = command_from(env.read().await.inner.cluster(), k, a, b);
+                        tnr.run_text(&[cmd]).await?;
+                    }
+                    Ok(())
+                })
+            };
+            tasks.push(writer);
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+            prop_assert_eq!(max.load(Ordering::SeqCst), 1);
+            prop_assert_eq!(tnr.max_concurrent_writers(), 1);
+            for v in tnr.paths().visible {
+                prop_assert!(v.is_some_and(|v| v <= mu0));
+            }
+            Ok(())
+        })?;
+    }
+}
