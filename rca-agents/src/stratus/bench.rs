@@ -18,10 +18,11 @@ use super::agents::{Mitigator, Plan, PlanContext};
 use super::confinement::confine_write;
 use super::environment::ReadAccess;
 use super::error::StratusError;
+use super::oracle::oracle;
 use super::severity::SeverityWeights;
 use super::sim::SimEnvironment;
 use super::sim::model::Cluster;
-use super::sim::scenarios::{SCENARIOS, Scenario, oracle};
+use super::sim::scenarios::{SCENARIOS, Scenario};
 use super::transaction::{Tnr, TnrConfig};
 
 /// How a run may recover from a failed attempt.

@@ -681,4 +681,27 @@ mod tests {
             assert!(matches!(e, StratusError::Parse { .. }), "{bad}: {e:?}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics(input in ".{0,80}") {
+            let _ = Command::parse(&input);
+            let _ = crate::stratus::confinement::confine(&input);
+        }
+
+        #[test]
+        fn kubectl_like_words_never_panic(
+            words in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "get", "set", "image", "env", "resources", "patch", "apply", "-f", "-p", "rollout",
+                    "undo", "delete", "pod", "deploy/x", "svc", "x", "--replicas=3", "--replicas",
+                    "-o", "json", "A=1", "B-", "'{\"a\":1}'", "\"", "--limits=cpu=1", "node/n",
+                    "drain", "cordon", "scale", "logs", "--tail", "5", "-n", "default",
+                ]),
+                0..8,
+            )
+        ) {
+            let _ = Command::parse(&words.join(" "));
+        }
+    }
 }

@@ -12,7 +12,7 @@ use super::agents::{
 };
 use super::environment::{Environment, ReadAccess};
 use super::error::StratusError;
-use super::sim::scenarios::oracle;
+use super::oracle::oracle;
 use super::transaction::{MuPaths, Outcome, Tnr, TransactionRecord};
 
 /// A state of the machine.

@@ -18,6 +18,7 @@ pub mod confinement;
 pub mod environment;
 pub mod error;
 pub mod machine;
+pub mod oracle;
 pub mod severity;
 pub mod sim;
 pub mod transaction;
@@ -27,9 +28,10 @@ pub use confinement::{Confined, ReadCommand, WriteCommand, confine};
 pub use environment::{Environment, ReadAccess, ReadHandle, ResourceSnapshot, ServiceGraph};
 pub use error::{EnvError, StratusError};
 pub use machine::{Phase, RunReport, Stratus};
+pub use oracle::{OracleVerdict, oracle};
 pub use severity::{HealthReport, SeverityWeights};
 pub use sim::SimEnvironment;
-pub use sim::scenarios::{SCENARIOS, Scenario, oracle, scenario};
+pub use sim::scenarios::{SCENARIOS, Scenario, scenario};
 pub use transaction::{Approver, Outcome, Proposal, Tnr, TnrConfig, TransactionRecord};
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub use mitigation::{Mitigator, ModelMitigator, Plan, PlanContext, PolicyMitigat
 
 use super::environment::ReadAccess;
 use super::error::StratusError;
-use super::sim::scenarios::OracleVerdict;
+use super::oracle::OracleVerdict;
 
 /// What the next attempt is told about an earlier one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
