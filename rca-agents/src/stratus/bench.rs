@@ -18,6 +18,7 @@ use super::agents::{Mitigator, Plan, PlanContext};
 use super::confinement::confine_write;
 use super::environment::ReadAccess;
 use super::error::StratusError;
+use super::machine::Stratus;
 use super::oracle::oracle;
 use super::severity::SeverityWeights;
 use super::sim::SimEnvironment;
@@ -360,6 +361,11 @@ pub struct BenchReport {
     pub config: BenchConfig,
     /// One entry per mode: tnr, retry_no_undo, no_retry.
     pub modes: Vec<ModeResult>,
+    /// Scenarios the deterministic agents (detection, diagnosis, mitigation policies driven
+    /// by the state machine under TNR) mitigated.
+    pub policy_resolved: usize,
+    /// Transactions the deterministic agents ran, in total.
+    pub policy_transactions: usize,
 }
 
 fn aggregate(mode: Mode, runs: &[RunOutcome], horizon: usize) -> ModeResult {
@@ -429,11 +435,31 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport, StratusError
         m.per_scenario = per_scenario;
         modes.push(m);
     }
+    let (mut policy_resolved, mut policy_transactions) = (0, 0);
+    for s in SCENARIOS {
+        let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+        let tnr = Tnr::new(
+            env,
+            TnrConfig {
+                weights: config.weights,
+                ..TnrConfig::default()
+            },
+        )
+        .await?;
+        let report = Stratus::default()
+            .with_max_attempts(config.max_attempts)
+            .run(&tnr)
+            .await?;
+        policy_resolved += usize::from(report.resolved);
+        policy_transactions += report.transactions.len();
+    }
     Ok(BenchReport {
         scenarios: SCENARIOS.len(),
         seeds: config.seeds,
         config: config.clone(),
         modes,
+        policy_resolved,
+        policy_transactions,
     })
 }
 
@@ -512,7 +538,12 @@ impl BenchReport {
             }
             let _ = writeln!(s);
         }
-        let _ = writeln!(s, "\nSuccess rate per scenario.\n");
+        let _ = writeln!(
+            s,
+            "\nDeterministic agents (detection, diagnosis and mitigation policies driven by the state machine under TNR): {}/{} scenarios mitigated with {} transactions in total.",
+            self.policy_resolved, self.scenarios, self.policy_transactions
+        );
+        let _ = writeln!(s, "\nSuccess rate per scenario (stochastic policy).\n");
         let _ = write!(s, "| scenario |");
         for m in &self.modes {
             let _ = write!(s, " {} |", m.mode.as_str());
@@ -562,6 +593,7 @@ mod tests {
         assert!(json.contains(r#"{"mode":"retry_no_undo","success_rate":"#));
         assert!(json.contains(r#""visible_crashes":0,"max_visible_mu_ratio":"#));
         assert!(a.markdown().contains("| tnr |"));
+        assert_eq!(a.policy_resolved, SCENARIOS.len());
     }
 
     #[test]

@@ -146,7 +146,6 @@ impl PolicyMitigator {
                 vec![format!("scale deployment {name} --replicas={n}")]
             }
             FaultKind::WrongEnv => {
-                let dep = get_json(env, &format!("deployment {name}")).await?;
                 let var_addr = d.reason.rsplit(": ").next().unwrap_or("");
                 let (var, addr) = var_addr.split_once('=').unwrap_or(("", ""));
                 let host = addr.split(':').next().unwrap_or("");
@@ -160,7 +159,6 @@ impl PolicyMitigator {
                             s.get("port").cloned().unwrap_or(Value::Null),
                         )
                     });
-                let _ = dep;
                 match target {
                     Some((h, port)) if !var.is_empty() => {
                         vec![format!("set env deployment/{name} {var}={h}:{port}")]
