@@ -118,6 +118,7 @@ impl Stratus {
         for attempt in 1..=self.max_attempts {
             report.phases.push(Phase::Diagnose);
             let diagnosis = self.diagnoser.diagnose(env, &report.feedback).await?;
+            tracing::info!(attempt, fault = ?diagnosis.fault, component = %diagnosis.component, "STRATUS diagnosis");
             report.diagnoses.push(diagnosis.clone());
             report.phases.push(Phase::Mitigate);
             let ctx = PlanContext {

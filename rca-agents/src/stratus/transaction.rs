@@ -387,11 +387,13 @@ impl<E: Environment> Tnr<E> {
         }
         match abort {
             None => {
+                tracing::info!(id = record.id, mu_pre, mu_post, commands = ?record.commands, "TNR commit");
                 record.outcome = Outcome::Committed;
                 record.visible_mu = mu_json(mu_post);
                 record.health_after = post;
             }
             Some(reason) => {
+                tracing::info!(id = record.id, mu_pre, mu_post, ?reason, commands = ?record.commands, "TNR abort; undoing");
                 record.undo_steps = self.undo.undo(env, stack).await?;
                 let found = env.state_hash().await?;
                 if found != checkpoint {

@@ -20,6 +20,8 @@ use super::environment::ReadAccess;
 use super::error::StratusError;
 use super::oracle::OracleVerdict;
 
+fn _object_safe(_: &dyn Detector, _: &dyn Diagnoser, _: &dyn Mitigator, _: &dyn ReadAccess) {}
+
 /// What the next attempt is told about an earlier one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Feedback {
