@@ -9,7 +9,7 @@
 //!   commit only if mu does not rise and nothing crashed.
 //! - [`agents`] and [`machine`]: detection, diagnosis, mitigation and undo agents driven by a
 //!   state machine; each role is a `ChatModel` or a deterministic policy.
-//! - [`bench`]: the ablation of STRATUS Table 3 (tnr / retry without undo / no retry).
+//! - [`bench`](mod@bench): the ablation of STRATUS Table 3 (tnr / retry without undo / no retry).
 
 pub mod agents;
 pub mod bench;
