@@ -10,6 +10,8 @@
 //! - [`orchestra`]: controller-explorer orchestration with staged diagnosis (ICWS'26).
 //! - [`flash`]: status supervision and hindsight over troubleshooting guides (FLASH).
 //! - [`report`]: Markdown, JSON and HTML reports.
+//! - [`stratus`]: detection, diagnosis, mitigation and undo agents with Transactional
+//!   No-Regression over an `Environment` (STRATUS).
 #![deny(missing_docs)]
 
 pub mod consistency;
@@ -18,3 +20,4 @@ pub mod memory;
 pub mod orchestra;
 pub mod react;
 pub mod report;
+pub mod stratus;

@@ -6,6 +6,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod bench_stability;
 mod config;
 mod diagnose;
+mod mitigate;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
@@ -28,6 +29,8 @@ enum Command {
         #[command(subcommand)]
         command: bench_stability::BenchCommand,
     },
+    /// Mitigate a simulated fault safely with STRATUS (TNR), or run its ablation benchmark.
+    Mitigate(mitigate::MitigateArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         Command::Diagnose(args) => run_async(diagnose::run(args)),
         Command::Config(command) => config::run(command),
         Command::Bench { command } => run_async(bench_stability::run(command)),
+        Command::Mitigate(args) => mitigate::run(args),
     }
 }
 

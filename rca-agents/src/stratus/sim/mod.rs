@@ -1,0 +1,228 @@
+//! A simulated Kubernetes-like cluster that implements [`Environment`].
+//!
+//! Nodes (ready, cordoned), deployments that own replica sets and pods (images, env, config
+//! maps, secrets, limits, readiness), services with selectors and target ports, and a request
+//! model through the service graph: alerts, SLA violations and capacity loss are computed
+//! from this state, never set by hand. Faults are modelled in [`scenarios`].
+
+pub mod exec;
+pub mod model;
+pub mod scenarios;
+pub mod traffic;
+
+use async_trait::async_trait;
+
+pub use model::Cluster;
+
+use super::command::{ResourceKind, ResourceRef};
+use super::confinement::{ReadCommand, WriteCommand};
+use super::environment::{Environment, ResourceSnapshot, ServiceGraph};
+use super::error::EnvError;
+use super::severity::HealthReport;
+
+/// The simulated cluster as an [`Environment`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimEnvironment {
+    cluster: Cluster,
+}
+
+impl SimEnvironment {
+    /// Wraps a cluster (reconciling it first).
+    pub fn new(mut cluster: Cluster) -> Self {
+        cluster.reconcile();
+        SimEnvironment { cluster }
+    }
+
+    /// The cluster's state.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Runs a write directly (no transaction): used by the ablation modes without TNR.
+    pub fn write_now(&mut self, command: &WriteCommand) -> Result<String, EnvError> {
+        self.cluster.apply_write(command.command())
+    }
+
+    /// The top-level resource that holds `r` (pods and replica sets are held by their
+    /// deployment).
+    fn holder(&self, r: &ResourceRef) -> Result<ResourceRef, EnvError> {
+        match r.kind {
+            ResourceKind::Pod => self
+                .cluster
+                .pod_owner(&r.name)
+                .map(|d| ResourceRef::new(ResourceKind::Deployment, d.name.clone()))
+                .ok_or_else(|| EnvError::NotFound {
+                    what: r.to_string(),
+                }),
+            ResourceKind::ReplicaSet => self
+                .cluster
+                .deployments
+                .values()
+                .find(|d| d.replica_sets.iter().any(|s| s.name == r.name))
+                .map(|d| ResourceRef::new(ResourceKind::Deployment, d.name.clone()))
+                .ok_or_else(|| EnvError::NotFound {
+                    what: r.to_string(),
+                }),
+            _ => Ok(r.clone()),
+        }
+    }
+
+    fn manifest(&self, r: &ResourceRef) -> Result<Option<serde_json::Value>, EnvError> {
+        let c = &self.cluster;
+        let v = match r.kind {
+            ResourceKind::Node => c.nodes.get(&r.name).map(serde_json::to_value),
+            ResourceKind::Deployment => c.deployments.get(&r.name).map(serde_json::to_value),
+            ResourceKind::Service => c.services.get(&r.name).map(serde_json::to_value),
+            ResourceKind::ConfigMap => c.config_maps.get(&r.name).map(serde_json::to_value),
+            ResourceKind::Secret => c.secrets.get(&r.name).map(serde_json::to_value),
+            ResourceKind::Pod | ResourceKind::ReplicaSet => {
+                return Err(EnvError::Invalid {
+                    message: format!("{r} is held by its deployment"),
+                });
+            }
+        };
+        v.transpose().map_err(|e| EnvError::Invalid {
+            message: e.to_string(),
+        })
+    }
+
+    fn top_level(&self) -> Vec<ResourceRef> {
+        let c = &self.cluster;
+        let mut out = Vec::new();
+        out.extend(
+            c.nodes
+                .keys()
+                .map(|n| ResourceRef::new(ResourceKind::Node, n.clone())),
+        );
+        out.extend(
+            c.deployments
+                .keys()
+                .map(|n| ResourceRef::new(ResourceKind::Deployment, n.clone())),
+        );
+        out.extend(
+            c.services
+                .keys()
+                .map(|n| ResourceRef::new(ResourceKind::Service, n.clone())),
+        );
+        out.extend(
+            c.config_maps
+                .keys()
+                .map(|n| ResourceRef::new(ResourceKind::ConfigMap, n.clone())),
+        );
+        out.extend(
+            c.secrets
+                .keys()
+                .map(|n| ResourceRef::new(ResourceKind::Secret, n.clone())),
+        );
+        out
+    }
+}
+
+#[async_trait]
+impl Environment for SimEnvironment {
+    async fn observe(&self) -> Result<HealthReport, EnvError> {
+        Ok(self.cluster.health())
+    }
+
+    async fn read(&self, command: &ReadCommand) -> Result<String, EnvError> {
+        self.cluster.apply_read(command.command())
+    }
+
+    async fn write(&mut self, command: &WriteCommand) -> Result<String, EnvError> {
+        self.write_now(command)
+    }
+
+    /// Exact footprint: the write runs on a copy and every top-level resource that differs
+    /// (or appears) is reported, plus the resource the command names.
+    async fn footprint(&self, command: &WriteCommand) -> Result<Vec<ResourceRef>, EnvError> {
+        let mut copy = self.clone();
+        let mut out = Vec::new();
+        if let Some(t) = command.command().target()
+            && let Ok(h) = self.holder(&t)
+        {
+            out.push(h);
+        }
+        if copy.write_now(command).is_ok() {
+            let mut all = self.top_level();
+            for r in copy.top_level() {
+                if !all.contains(&r) {
+                    all.push(r);
+                }
+            }
+            for r in all {
+                if self.manifest(&r)? != copy.manifest(&r)? && !out.contains(&r) {
+                    out.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn snapshot(&self, resource: &ResourceRef) -> Result<ResourceSnapshot, EnvError> {
+        let holder = match self.holder(resource) {
+            Ok(h) => h,
+            Err(_) if matches!(resource.kind, ResourceKind::Pod | ResourceKind::ReplicaSet) => {
+                return Err(EnvError::NotFound {
+                    what: resource.to_string(),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(ResourceSnapshot {
+            manifest: self.manifest(&holder)?,
+            resource: holder,
+        })
+    }
+
+    async fn restore(&mut self, snapshot: &ResourceSnapshot) -> Result<(), EnvError> {
+        let r = &snapshot.resource;
+        let bad = |e: serde_json::Error| EnvError::Invalid {
+            message: format!("snapshot of {r} does not decode: {e}"),
+        };
+        let c = &mut self.cluster;
+        macro_rules! put {
+            ($map:expr) => {
+                match &snapshot.manifest {
+                    Some(m) => {
+                        $map.insert(
+                            r.name.clone(),
+                            serde_json::from_value(m.clone()).map_err(bad)?,
+                        );
+                    }
+                    None => {
+                        $map.remove(&r.name);
+                    }
+                }
+            };
+        }
+        match r.kind {
+            ResourceKind::Node => put!(c.nodes),
+            ResourceKind::Deployment => put!(c.deployments),
+            ResourceKind::Service => put!(c.services),
+            ResourceKind::ConfigMap => put!(c.config_maps),
+            ResourceKind::Secret => put!(c.secrets),
+            ResourceKind::Pod | ResourceKind::ReplicaSet => {
+                return Err(EnvError::Invalid {
+                    message: format!("{r} is restored through its deployment"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn state_hash(&self) -> Result<u64, EnvError> {
+        Ok(self.cluster.state_hash())
+    }
+
+    async fn service_graph(&self) -> Result<ServiceGraph, EnvError> {
+        Ok(self.cluster.service_graph())
+    }
+
+    async fn dry_run(&self, commands: &[WriteCommand]) -> Result<Option<HealthReport>, EnvError> {
+        let mut copy = self.clone();
+        for c in commands {
+            copy.write_now(c)?;
+        }
+        Ok(Some(copy.cluster.health()))
+    }
+}

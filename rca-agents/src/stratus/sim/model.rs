@@ -1,0 +1,454 @@
+//! The simulated cluster's objects and its controllers (deployment -> replica set -> pods,
+//! and the scheduler).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Its name.
+    pub name: String,
+    /// Whether its kubelet reports Ready.
+    pub ready: bool,
+    /// Cordoned (no new pods are scheduled on it).
+    pub unschedulable: bool,
+    /// Allocatable CPU, millicores.
+    pub cpu_milli: u32,
+    /// Allocatable memory, MiB.
+    pub memory_mi: u32,
+}
+
+/// Container resources; requests equal limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPU limit, millicores.
+    pub cpu_milli: u32,
+    /// Memory limit, MiB.
+    pub memory_mi: u32,
+}
+
+/// A pod template (one container, named after its deployment).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodTemplate {
+    /// Pod labels.
+    pub labels: BTreeMap<String, String>,
+    /// Container image.
+    pub image: String,
+    /// Declared container port.
+    pub container_port: u16,
+    /// Environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Config maps mounted into the container.
+    pub config_maps: Vec<String>,
+    /// Secrets mounted into the container.
+    pub secrets: Vec<String>,
+    /// Limits (and requests).
+    pub resources: Resources,
+    /// Pin to one node, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<String>,
+}
+
+/// An earlier revision of a deployment's template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Revision {
+    /// Revision number.
+    pub number: u32,
+    /// The template of that revision.
+    pub template: PodTemplate,
+}
+
+/// A replica set (derived from its deployment by the controller).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaSet {
+    /// `<deployment>-<template hash>`.
+    pub name: String,
+    /// The revision it belongs to.
+    pub revision: u32,
+    /// Desired pods.
+    pub replicas: u32,
+}
+
+/// A pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pod {
+    /// `<replica set>-<ordinal>`.
+    pub name: String,
+    /// The template hash of its replica set.
+    pub template_hash: String,
+    /// The node it runs on, or `None` while pending.
+    pub node: Option<String>,
+    /// A hung process: passes its TCP readiness check but answers no request.
+    #[serde(default)]
+    pub stuck: bool,
+}
+
+/// A deployment, with the replica sets and pods it owns (snapshotted and restored together,
+/// like `kubectl get deploy,rs,pods -l app=x -o json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// Its name (also the container's name).
+    pub name: String,
+    /// Desired replicas.
+    pub replicas: u32,
+    /// Label selector.
+    pub selector: BTreeMap<String, String>,
+    /// The current template.
+    pub template: PodTemplate,
+    /// The current revision number.
+    pub revision: u32,
+    /// Earlier revisions, oldest first (at most 10).
+    pub history: Vec<Revision>,
+    /// Keeps its data in the pod (an `emptyDir`): deleting or evicting a pod loses the data.
+    #[serde(default)]
+    pub stateful: bool,
+    /// The data of a stateful deployment was lost: the system has crashed.
+    #[serde(default)]
+    pub data_lost: bool,
+    /// The next pod ordinal.
+    pub next_pod: u32,
+    /// Owned replica sets.
+    pub replica_sets: Vec<ReplicaSet>,
+    /// Owned pods.
+    pub pods: Vec<Pod>,
+}
+
+/// A service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    /// Its name (also its DNS name).
+    pub name: String,
+    /// Label selector for endpoints.
+    pub selector: BTreeMap<String, String>,
+    /// The port clients call.
+    pub port: u16,
+    /// The container port traffic is sent to.
+    #[serde(rename = "targetPort")]
+    pub target_port: u16,
+}
+
+/// A config map.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigMap {
+    /// Its name.
+    pub name: String,
+    /// Its data.
+    pub data: BTreeMap<String, String>,
+}
+
+/// A secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Secret {
+    /// Its name.
+    pub name: String,
+    /// Its data (shown as keys only).
+    pub data: BTreeMap<String, String>,
+    /// The credential's issuer has revoked it (as an external-secrets operator reports).
+    #[serde(default)]
+    pub revoked: bool,
+    /// Creation order (larger is newer).
+    #[serde(default)]
+    pub created: u32,
+}
+
+/// How an image behaves: the simulator's "registry".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageProfile {
+    /// The port the process listens on.
+    pub listen_port: u16,
+    /// Memory the process needs, MiB (more than the limit: OOMKilled).
+    pub memory_mi: u32,
+    /// CPU one pod needs to serve `rps_per_pod`, millicores (a lower limit throttles).
+    pub cpu_milli: u32,
+    /// Requests per second one unthrottled pod serves.
+    pub rps_per_pod: f64,
+    /// Latency of one request with no queueing, milliseconds.
+    pub latency_ms: f64,
+    /// Fraction of requests a bug makes fail.
+    #[serde(default)]
+    pub error_rate: f64,
+    /// The process exits right after start.
+    #[serde(default)]
+    pub crashes: bool,
+    /// Environment variables holding `host:port` of services this image calls.
+    #[serde(default)]
+    pub dependency_env: Vec<String>,
+    /// Config keys the process needs from its mounted config maps.
+    #[serde(default)]
+    pub required_config_keys: Vec<String>,
+    /// A secret key holding a credential this image presents upstream.
+    #[serde(default)]
+    pub credential_key: Option<String>,
+}
+
+/// A user-facing route with its SLO.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    /// The route's name.
+    pub name: String,
+    /// The entry service.
+    pub service: String,
+    /// Offered load, requests per second.
+    pub rps: f64,
+    /// Minimum success rate.
+    pub slo_success: f64,
+    /// Maximum latency, milliseconds.
+    pub slo_latency_ms: f64,
+}
+
+/// The whole simulated cluster.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Cluster {
+    /// Nodes.
+    pub nodes: BTreeMap<String, Node>,
+    /// Deployments (with their replica sets and pods).
+    pub deployments: BTreeMap<String, Deployment>,
+    /// Services.
+    pub services: BTreeMap<String, Service>,
+    /// Config maps.
+    pub config_maps: BTreeMap<String, ConfigMap>,
+    /// Secrets.
+    pub secrets: BTreeMap<String, Secret>,
+    /// The image registry: images that exist and how they behave.
+    pub registry: BTreeMap<String, ImageProfile>,
+    /// User-facing routes.
+    pub routes: Vec<Route>,
+}
+
+/// FNV-1a, 64 bit: a stable hash for state comparison.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The pod-template hash (6 hex digits, as Kubernetes shortens it).
+pub fn template_hash(t: &PodTemplate) -> String {
+    let text = serde_json::to_string(t).unwrap_or_default();
+    format!("{:06x}", fnv1a(text.as_bytes()) & 0xff_ffff)
+}
+
+/// Most revisions kept in a deployment's history.
+pub const REVISION_HISTORY_LIMIT: usize = 10;
+
+impl Deployment {
+    /// A new deployment at revision 1 with no pods yet (the controller creates them).
+    pub fn new(name: &str, replicas: u32, template: PodTemplate) -> Self {
+        Deployment {
+            name: name.to_string(),
+            replicas,
+            selector: template.labels.clone(),
+            template,
+            revision: 1,
+            history: Vec::new(),
+            stateful: false,
+            data_lost: false,
+            next_pod: 0,
+            replica_sets: Vec::new(),
+            pods: Vec::new(),
+        }
+    }
+
+    /// Replaces the template with a new revision (no-op when unchanged).
+    pub fn roll_to(&mut self, template: PodTemplate) {
+        if template == self.template {
+            return;
+        }
+        let old = std::mem::replace(&mut self.template, template);
+        let number = self.revision;
+        self.history.push(Revision {
+            number,
+            template: old,
+        });
+        if self.history.len() > REVISION_HISTORY_LIMIT {
+            self.history.remove(0);
+        }
+        self.revision = number + 1;
+    }
+
+    /// Rolls back to `to` (or the previous revision): that template becomes a new revision.
+    pub fn rollback(&mut self, to: Option<u32>) -> Result<u32, String> {
+        let idx = match to {
+            None => self.history.len().checked_sub(1),
+            Some(n) => self.history.iter().position(|r| r.number == n),
+        }
+        .ok_or_else(|| match to {
+            None => format!("deployment {} has no previous revision", self.name),
+            Some(n) => format!("deployment {} has no revision {n}", self.name),
+        })?;
+        let target = self.history.remove(idx);
+        let restored = target.number;
+        self.roll_to(target.template);
+        Ok(restored)
+    }
+
+    fn remove_pod(&mut self, i: usize) {
+        self.pods.remove(i);
+        if self.stateful {
+            self.data_lost = true;
+        }
+    }
+
+    /// Removes the pod named `name`; the controller will replace it.
+    pub fn delete_pod(&mut self, name: &str) -> bool {
+        match self.pods.iter().position(|p| p.name == name) {
+            Some(i) => {
+                self.remove_pod(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Cluster {
+    /// Memory and CPU requested on `node` by scheduled pods.
+    fn allocated(&self, node: &str) -> (u32, u32) {
+        let mut cpu = 0u32;
+        let mut mem = 0u32;
+        for d in self.deployments.values() {
+            for p in &d.pods {
+                if p.node.as_deref() == Some(node) {
+                    cpu = cpu.saturating_add(d.template.resources.cpu_milli);
+                    mem = mem.saturating_add(d.template.resources.memory_mi);
+                }
+            }
+        }
+        (cpu, mem)
+    }
+
+    /// Free (cpu, memory) on a node.
+    pub fn free(&self, node: &Node) -> (u32, u32) {
+        let (c, m) = self.allocated(&node.name);
+        (
+            node.cpu_milli.saturating_sub(c),
+            node.memory_mi.saturating_sub(m),
+        )
+    }
+
+    /// Why a pod of `d` cannot be scheduled anywhere, or the node it goes to.
+    pub fn pick_node(&self, d: &Deployment) -> Result<String, String> {
+        let r = d.template.resources;
+        let mut best: Option<(u32, &str)> = None;
+        let (mut not_ready, mut cordoned, mut selector, mut no_room) = (0, 0, 0, 0);
+        for n in self.nodes.values() {
+            if !n.ready {
+                not_ready += 1;
+                continue;
+            }
+            if n.unschedulable {
+                cordoned += 1;
+                continue;
+            }
+            if d.template
+                .node_selector
+                .as_deref()
+                .is_some_and(|s| s != n.name)
+            {
+                selector += 1;
+                continue;
+            }
+            let (cpu, mem) = self.free(n);
+            if cpu < r.cpu_milli || mem < r.memory_mi {
+                no_room += 1;
+                continue;
+            }
+            if best.is_none_or(|(m, _)| mem > m) {
+                best = Some((mem, &n.name));
+            }
+        }
+        best.map(|(_, n)| n.to_string()).ok_or_else(|| {
+            format!(
+                "0/{} nodes are available: {not_ready} node(s) not ready, {cordoned} node(s) unschedulable, {selector} node(s) didn't match node selector, {no_room} insufficient cpu or memory",
+                self.nodes.len()
+            )
+        })
+    }
+
+    /// Runs the controllers to a fixed point: replica sets follow their deployment (Recreate
+    /// strategy: pods of an old template are deleted), missing pods are created, extra pods
+    /// removed, and pending pods scheduled. Idempotent on a reconciled state.
+    pub fn reconcile(&mut self) {
+        for d in self.deployments.values_mut() {
+            let h = template_hash(&d.template);
+            let mut sets: Vec<ReplicaSet> = Vec::new();
+            for r in &d.history {
+                let name = format!("{}-{}", d.name, template_hash(&r.template));
+                sets.retain(|s| s.name != name);
+                sets.push(ReplicaSet {
+                    name,
+                    revision: r.number,
+                    replicas: 0,
+                });
+            }
+            let current = format!("{}-{h}", d.name);
+            sets.retain(|s| s.name != current);
+            sets.push(ReplicaSet {
+                name: current.clone(),
+                revision: d.revision,
+                replicas: d.replicas,
+            });
+            d.replica_sets = sets;
+            while let Some(i) = d.pods.iter().position(|p| p.template_hash != h) {
+                d.remove_pod(i);
+            }
+            while d.pods.len() > d.replicas as usize {
+                d.remove_pod(d.pods.len() - 1);
+            }
+            while d.pods.len() < d.replicas as usize {
+                d.pods.push(Pod {
+                    name: format!("{current}-{}", d.next_pod),
+                    template_hash: h.clone(),
+                    node: None,
+                    stuck: false,
+                });
+                d.next_pod += 1;
+            }
+        }
+        let names: Vec<String> = self.deployments.keys().cloned().collect();
+        for name in names {
+            let Some(d) = self.deployments.get(&name) else {
+                continue;
+            };
+            let pending: Vec<usize> = d
+                .pods
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.node.is_none())
+                .map(|(i, _)| i)
+                .collect();
+            for i in pending {
+                let Some(d) = self.deployments.get(&name) else {
+                    break;
+                };
+                let Ok(node) = self.pick_node(d) else {
+                    break;
+                };
+                if let Some(p) = self
+                    .deployments
+                    .get_mut(&name)
+                    .and_then(|d| d.pods.get_mut(i))
+                {
+                    p.node = Some(node);
+                }
+            }
+        }
+    }
+
+    /// The deployment owning the pod `name`.
+    pub fn pod_owner(&self, pod: &str) -> Option<&Deployment> {
+        self.deployments
+            .values()
+            .find(|d| d.pods.iter().any(|p| p.name == pod))
+    }
+
+    /// A stable hash of the whole state.
+    pub fn state_hash(&self) -> u64 {
+        fnv1a(serde_json::to_string(self).unwrap_or_default().as_bytes())
+    }
+}
