@@ -95,3 +95,49 @@ async fn recorded_run_replays_identically() {
     let replayed = example_react_openai::diagnose(replay).await.unwrap();
     assert_eq!(without_timings(recorded), without_timings(replayed));
 }
+
+/// Prompt tokens of the scripted investigation with and without snapshot keys
+/// (`cargo test -p example-react-openai obsk -- --nocapture` prints them).
+#[tokio::test]
+async fn obsk_tokens_on_the_bundled_incident() {
+    use rca_agents::react::{ReactAgent, incident_message, measure_prompt_tokens};
+    let tools = example_react_openai::tools().unwrap();
+    let ctx = Default::default();
+    let mut observations = Vec::new();
+    for (name, args) in [
+        ("get_metrics", serde_json::json!({"service": "checkout"})),
+        ("get_metrics", serde_json::json!({"service": "payments"})),
+        ("get_logs", serde_json::json!({"service": "payments"})),
+    ] {
+        observations.push(tools.dispatch(name, args, &ctx).await.unwrap().text);
+    }
+    let expert_args = serde_json::json!({"text": observations[2].clone()});
+    observations.push(
+        tools
+            .dispatch("log_expert", expert_args, &ctx)
+            .await
+            .unwrap()
+            .text,
+    );
+    let agent = ReactAgent::new(
+        Arc::new(ScriptedModel::from_texts(
+            "scripted-unused",
+            Vec::<String>::new(),
+        )),
+        tools,
+        example_react_openai::TASK,
+        example_react_openai::config(),
+    );
+    let base = format!(
+        "{}\n{}",
+        agent.system_prompt(),
+        incident_message(&example_react_openai::incident().unwrap())
+    );
+    let head = example_react_openai::config().obsk_head_chars.unwrap();
+    let m = measure_prompt_tokens(&base, &observations, head);
+    println!(
+        "bundled incident: {} prompt tokens with OBSK (head {head}), {} without",
+        m.with_snapshots, m.without_snapshots
+    );
+    assert!(m.with_snapshots < m.without_snapshots);
+}
