@@ -8,7 +8,8 @@
 //! - tower-style wrappers around any backend: [`Retry`], [`FanOut`], [`Traced`];
 //! - JSON repair and regeneration ([`json`]) and redaction of secrets ([`redact`]);
 //! - embedders implementing [`rca_core::embed::Embedder`]: [`HashingEmbedder`] (pure Rust, the
-//!   default) and `FastEmbedder` (all-MiniLM-L6-v2 through ONNX Runtime, feature `fastembed`).
+//!   default) and `FastEmbedder` (all-MiniLM-L6-v2 through ONNX Runtime, feature `fastembed`);
+//! - getting JSON out of model output: local repair and JsonRegen via YAML ([`json`]).
 //!
 //! No reqwest, fastembed or ort type appears in a public signature.
 #![deny(missing_docs)]
