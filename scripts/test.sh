@@ -20,9 +20,8 @@ trap 'bash scripts/services.sh stop' EXIT
 # shellcheck disable=SC1091
 source .services/env
 
-# Where the tests find the real model (see docs/guides/llm.md).
-export RCA_EMBED_MODEL_DIR="${RCA_EMBED_MODEL_DIR:-$PWD/.models/minilm}"
-export RCA_ORT_LIB="${RCA_ORT_LIB:-$PWD/.models/ort/libonnxruntime.so.1.32.0}"
+# The model and runtime are found in .models/ (or where RCA_EMBED_MODEL_DIR and RCA_ORT_LIB
+# point; see docs/guides/llm.md).
 
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "cargo-nextest not found; installing it from crates.io" >&2

@@ -8,31 +8,9 @@ use std::path::Path;
 use clap::Subcommand;
 use serde::Deserialize;
 
-/// An OpenAI-compatible endpoint.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// Base URL, e.g. `http://localhost:8000/v1` (vLLM) or `http://localhost:11434/v1` (Ollama).
-    pub base_url: String,
-    /// The model name the server knows.
-    pub model: String,
-    /// The environment variable holding the API key, if the server needs one.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Request timeout in seconds.
-    #[serde(default = "default_timeout")]
-    pub timeout_seconds: u64,
-    /// Retries of transient failures.
-    #[serde(default = "default_retries")]
-    pub max_retries: u32,
-}
-
-fn default_timeout() -> u64 {
-    120
-}
-fn default_retries() -> u32 {
-    3
-}
+/// An OpenAI-compatible endpoint: `rca_llm::OpenAiConfig`, as documented in
+/// `docs/guides/llm.md` (base URL, model, key, timeouts, retries, server features).
+pub type ModelConfig = rca_llm::OpenAiConfig;
 
 /// Which model each role uses; a role without one runs as a deterministic policy.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -277,12 +255,6 @@ impl Config {
                             .into(),
                 });
             }
-            if m.timeout_seconds == 0 {
-                problems.push(Problem {
-                    key: format!("models.{name}.timeout_seconds"),
-                    message: "must be at least 1".into(),
-                });
-            }
             if let Some(var) = &m.api_key_env
                 && std::env::var_os(var).is_none()
             {
@@ -390,6 +362,25 @@ impl Config {
         } else {
             Err(problems)
         }
+    }
+
+    /// The model a role uses, built as an OpenAI-compatible client; `None` when the role has
+    /// no model (it runs as a deterministic policy).
+    pub fn model_for(
+        &self,
+        role: Option<&String>,
+    ) -> anyhow::Result<Option<std::sync::Arc<dyn rca_core::ChatModel>>> {
+        let Some(name) = role else {
+            return Ok(None);
+        };
+        let config = self
+            .models
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("model \"{name}\" is not defined"))?;
+        let client = rca_llm::OpenAiClient::new(config.clone())
+            .map_err(|e| anyhow::anyhow!("model \"{name}\": {e}"))?;
+        let redacted = rca_llm::RedactingModel::new(client, self.redactor());
+        Ok(Some(std::sync::Arc::new(redacted)))
     }
 
     /// The redactor the configuration describes.

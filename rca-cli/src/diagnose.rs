@@ -8,7 +8,8 @@ use clap::Args;
 use rca_agents::memory::InMemoryShortTermMemory;
 use rca_agents::orchestra::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
 use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
-use rca_agents::orchestra::{Explorer, Orchestrator};
+use rca_agents::orchestra::model::{ModelController, ModelPlanner, ModelReasoner};
+use rca_agents::orchestra::{Controller, Explorer, Orchestrator, Planner, Reasoner};
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
 use rca_tools::analyze::logs::LogAnalyzer;
 use rca_tools::analyze::metrics::MetricAnalyzer;
@@ -115,12 +116,26 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         min_modalities,
         ..ConvergenceController::default()
     };
-    let orchestrator = Orchestrator::new(
-        Arc::new(OrderedPlanner::default()),
-        Arc::new(controller),
-        Arc::new(EvidenceReasoner::default()),
-        explorers,
-    );
+    // Roles with a model in the config are model-backed; the rest are deterministic policies.
+    let planner: Arc<dyn Planner> = match config.model_for(config.roles.planner.as_ref())? {
+        Some(m) => Arc::new(ModelPlanner::new(m)),
+        None => Arc::new(OrderedPlanner::default()),
+    };
+    let controller: Arc<dyn Controller> = match config.model_for(config.roles.controller.as_ref())? {
+        Some(m) => Arc::new(ModelController::new(m, controller)),
+        None => Arc::new(controller),
+    };
+    let reasoner: Arc<dyn Reasoner> = match config.model_for(config.roles.reasoner.as_ref())? {
+        Some(m) => Arc::new(ModelReasoner::new(m)),
+        None => Arc::new(EvidenceReasoner::default()),
+    };
+    if config.roles.explorer.is_some() {
+        eprintln!(
+            "note: explorers run the telemetry analyzers; `roles.explorer` is used by agents \
+             that call tools (rca-agents react), not by this command"
+        );
+    }
+    let orchestrator = Orchestrator::new(planner, controller, reasoner, explorers);
     let run = orchestrator
         .run(&loaded.incident, &InMemoryShortTermMemory::new())
         .await
