@@ -3,6 +3,10 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod embedder;
+mod eval_cmd;
+mod logs_cmd;
+
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
 #[command(name = "rca", version, about, long_about = None)]
@@ -12,13 +16,22 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Log clustering: templates and segments.
+    Logs(logs_cmd::LogsArgs),
+    /// Evaluations on benchmark datasets.
+    Eval(eval_cmd::EvalArgs),
+}
 
-fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         Cli::command().print_help()?;
         return Ok(());
     };
-    match command {}
+    match command {
+        Command::Logs(a) => logs_cmd::run(a).await,
+        Command::Eval(a) => eval_cmd::run(a),
+    }
 }

@@ -32,5 +32,8 @@ fn cfg() -> rca_tools::logs::MinerConfig {
     if let Ok(v) = std::env::var("V") {
         c.variable_threshold = v.parse().unwrap();
     }
+    if let Ok(v) = std::env::var("VV") {
+        c.value_threshold = v.parse().unwrap();
+    }
     c
 }
