@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use rca_core::LlmError;
 use rca_core::llm::{
     Capabilities, ChatModel, Choice, CompletionRequest, CompletionResponse, FinishReason, Message,
-    Usage, estimate_tokens,
+    ToolCall, Usage, estimate_tokens,
 };
 
 /// A check run on a request before a turn answers it; `Err` fails the call with that message.
@@ -25,6 +25,9 @@ pub enum ScriptedTurn {
     Text(String),
     /// Answer with these texts as the `n` choices.
     Samples(Vec<String>),
+    /// Answer with an assistant message calling these tools natively (empty text, finish
+    /// reason `tool_calls`), once per requested choice.
+    ToolCalls(Vec<ToolCall>),
     /// Fail with this error.
     Error(LlmError),
     /// Run a check on the request, then answer with the inner turn.
@@ -36,6 +39,7 @@ impl std::fmt::Debug for ScriptedTurn {
         match self {
             ScriptedTurn::Text(t) => f.debug_tuple("Text").field(t).finish(),
             ScriptedTurn::Samples(s) => f.debug_tuple("Samples").field(s).finish(),
+            ScriptedTurn::ToolCalls(c) => f.debug_tuple("ToolCalls").field(c).finish(),
             ScriptedTurn::Error(e) => f.debug_tuple("Error").field(e).finish(),
             ScriptedTurn::Checked(_, inner) => f.debug_tuple("Checked").field(inner).finish(),
         }
@@ -48,6 +52,7 @@ pub struct ScriptedModel {
     name: String,
     turns: Arc<Mutex<VecDeque<ScriptedTurn>>>,
     seen: Arc<Mutex<Vec<CompletionRequest>>>,
+    capabilities: Capabilities,
 }
 
 impl ScriptedModel {
@@ -57,7 +62,20 @@ impl ScriptedModel {
             name: name.into(),
             turns: Arc::new(Mutex::new(turns.into_iter().collect())),
             seen: Arc::new(Mutex::new(Vec::new())),
+            capabilities: Capabilities {
+                native_n: true,
+                seed: true,
+                ..Capabilities::default()
+            },
         }
+    }
+
+    /// Declares what the scripted model claims to support (by default native `n` and `seed`
+    /// only); for example native tool calls, to drive a caller's tool-calling path with
+    /// [`ScriptedTurn::ToolCalls`].
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
     }
 
     /// A scripted model whose turns are plain texts.
@@ -109,6 +127,20 @@ impl ScriptedModel {
                 Ok(self.response(request, vec![text; n]))
             }
             ScriptedTurn::Samples(texts) => Ok(self.response(request, texts)),
+            ScriptedTurn::ToolCalls(calls) => {
+                let n = request.n.max(1) as usize;
+                let mut response = self.response(request, vec![String::new(); n]);
+                for choice in &mut response.choices {
+                    choice.message.tool_calls = calls.clone();
+                    choice.finish_reason = Some(FinishReason::ToolCalls);
+                }
+                response.usage.completion_tokens = (calls
+                    .iter()
+                    .map(|c| u64::from(estimate_tokens(&c.name) + estimate_tokens(&c.arguments)))
+                    .sum::<u64>())
+                    * n as u64;
+                Ok(response)
+            }
         }
     }
 
@@ -141,11 +173,7 @@ impl ChatModel for ScriptedModel {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_n: true,
-            seed: true,
-            ..Capabilities::default()
-        }
+        self.capabilities
     }
 
     async fn complete(&self, request: CompletionRequest) -> Result<CompletionResponse, LlmError> {
@@ -206,6 +234,28 @@ mod tests {
         assert!(m.complete(req("read the logs")).await.is_ok());
         let err = m.complete(req("read the metrics")).await.unwrap_err();
         assert!(err.to_string().contains("prompt must mention logs"));
+    }
+
+    #[tokio::test]
+    async fn tool_call_turns_answer_with_native_calls() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "search_logs".into(),
+            arguments: r#"{"query":"timeout"}"#.into(),
+        };
+        let m = ScriptedModel::new(
+            "test-tool-calls",
+            [ScriptedTurn::ToolCalls(vec![call.clone()])],
+        )
+        .with_capabilities(Capabilities {
+            tool_calls: true,
+            ..Capabilities::default()
+        });
+        assert!(m.capabilities().tool_calls);
+        let out = m.complete(req("find timeouts")).await.unwrap();
+        assert_eq!(out.choices[0].message.tool_calls, vec![call]);
+        assert_eq!(out.choices[0].finish_reason, Some(FinishReason::ToolCalls));
+        assert!(out.usage.completion_tokens > 0);
     }
 
     #[tokio::test]
