@@ -13,7 +13,7 @@ use rca_tools::logs::{
     mine_parallel, read_lines,
 };
 
-use crate::embedder::cli_embedder;
+use rca_llm::{HashingConfig, HashingEmbedder};
 
 /// Log clustering: templates and segments.
 #[derive(Debug, Args)]
@@ -173,7 +173,8 @@ async fn segment(a: SegmentArgs) -> Result<()> {
         tau: a.tau,
         ..SegmentConfig::default()
     };
-    let segmenter = SemanticSegmenter::new(Arc::from(cli_embedder()), config);
+    let embedder = Arc::new(HashingEmbedder::new(HashingConfig::default()));
+    let segmenter = SemanticSegmenter::new(embedder, config);
     let blocks = segmenter.segment(&bodies).await?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

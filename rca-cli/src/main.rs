@@ -3,7 +3,6 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-mod embedder;
 mod eval_cmd;
 mod logs_cmd;
 
