@@ -6,6 +6,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod bench_stability;
 mod config;
 mod diagnose;
+mod eval_cmd;
+mod logs_cmd;
 mod mitigate;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
@@ -21,16 +23,20 @@ enum Command {
     /// Diagnose an incident directory (no model needed): ranked root causes with their
     /// evidence chain; saves the trajectory.
     Diagnose(diagnose::DiagnoseArgs),
-    /// Work with configuration files.
-    #[command(subcommand)]
-    Config(config::ConfigCommand),
+    /// Mitigate a simulated fault safely with STRATUS (TNR), or run its ablation benchmark.
+    Mitigate(mitigate::MitigateArgs),
+    /// Log clustering: templates and segments.
+    Logs(logs_cmd::LogsArgs),
+    /// Evaluations on benchmark datasets.
+    Eval(eval_cmd::EvalArgs),
     /// Run a benchmark.
     Bench {
         #[command(subcommand)]
         command: bench_stability::BenchCommand,
     },
-    /// Mitigate a simulated fault safely with STRATUS (TNR), or run its ablation benchmark.
-    Mitigate(mitigate::MitigateArgs),
+    /// Work with configuration files.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,9 +47,11 @@ fn main() -> anyhow::Result<()> {
     };
     match command {
         Command::Diagnose(args) => run_async(diagnose::run(args)),
-        Command::Config(command) => config::run(command),
-        Command::Bench { command } => run_async(bench_stability::run(command)),
         Command::Mitigate(args) => mitigate::run(args),
+        Command::Logs(args) => run_async(logs_cmd::run(args)),
+        Command::Eval(args) => eval_cmd::run(args),
+        Command::Bench { command } => run_async(bench_stability::run(command)),
+        Command::Config(command) => config::run(command),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Criterion benchmarks of log clustering: miner throughput (lines/s and MB/s, one and two
-//! threads) on Loghub message bodies, and segmentation time for 10,000 lines.
+//! threads) on Loghub message bodies, and segmentation time for 10,000 lines with rca-llm's
+//! `HashingEmbedder`.
 //!
 //! Data: `$RCA_SHARED_DIR/data/loghub-2k` (default `<workspace>/../shared`) with the formats
 //! of `rca-eval/data/loghub-formats.tsv`; without it a synthetic corpus is used (printed).
@@ -9,10 +10,8 @@
 use std::hint::black_box;
 use std::path::PathBuf;
 
-use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use rca_core::EmbedError;
-use rca_core::embed::Embedder;
+use rca_llm::{HashingConfig, HashingEmbedder};
 use rca_tools::logs::{
     LogFormat, MinerConfig, OnlineMiner, SegmentConfig, mine_parallel, read_lines, segment_lines,
 };
@@ -79,32 +78,6 @@ fn corpus(n: usize) -> Vec<String> {
         .collect()
 }
 
-/// A deterministic bag-of-words embedder written for this benchmark (word hashes into 256
-/// buckets); it stands in for any `Embedder`.
-struct BenchWordEmbedder;
-
-#[async_trait]
-impl Embedder for BenchWordEmbedder {
-    fn dimension(&self) -> usize {
-        256
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0f32; 256];
-                for w in t.split_whitespace() {
-                    let h = w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-                    });
-                    v[(h % 256) as usize] += 1.0;
-                }
-                v
-            })
-            .collect())
-    }
-}
-
 fn miner(c: &mut Criterion) {
     let lines = corpus(200_000);
     let bytes: u64 = lines.iter().map(|l| l.len() as u64 + 1).sum();
@@ -143,17 +116,14 @@ fn miner(c: &mut Criterion) {
 
 fn segmentation(c: &mut Criterion) {
     let lines = corpus(10_000);
+    let embedder = HashingEmbedder::new(HashingConfig::default());
     let mut g = c.benchmark_group("segment");
     g.sample_size(10);
     g.bench_function("10k-lines", |b| {
         b.iter(|| {
-            futures::executor::block_on(segment_lines(
-                &lines,
-                &BenchWordEmbedder,
-                &SegmentConfig::default(),
-            ))
-            .unwrap()
-            .len()
+            futures::executor::block_on(segment_lines(&lines, &embedder, &SegmentConfig::default()))
+                .unwrap()
+                .len()
         })
     });
     g.finish();

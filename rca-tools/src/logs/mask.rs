@@ -173,9 +173,39 @@ fn trim_delims(mut b: &[u8]) -> &[u8] {
     b
 }
 
+/// Whether a token is a run of hex groups joined by `:` or `-` (MAC addresses, hex dumps).
+fn is_hex_groups(tok: &[u8]) -> bool {
+    let groups = tok.split(|&b| b == b':' || b == b'-');
+    let mut n = 0;
+    for g in groups {
+        if g.is_empty() || !g.iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        n += 1;
+    }
+    n >= 4
+}
+
+/// Whether a constant token looks like a value rather than vocabulary: a dotted name
+/// (`a.b.c`) or an identifier with `_` or inner capitals (`camelCase`). Plain words
+/// (`opened`, `Started`), quoted words and `key=value` pairs are not.
+pub(crate) fn is_value_like(token: &str) -> bool {
+    let b = token.as_bytes();
+    let dotted = b
+        .windows(3)
+        .any(|w| w[0].is_ascii_alphanumeric() && w[1] == b'.' && w[2].is_ascii_alphanumeric());
+    let inner_capital = b
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    let underscore = b
+        .windows(2)
+        .any(|w| w[0].is_ascii_alphanumeric() && w[1] == b'_');
+    dotted || inner_capital || underscore
+}
+
 fn mask_token(bytes: &[u8], start: usize, end: usize) -> Token {
     let tok = &bytes[start..end];
-    if segment_is_path(tok) {
+    if segment_is_path(tok) || is_hex_groups(trim_delims(tok)) {
         return Token {
             start: start as u32,
             end: end as u32,
@@ -298,6 +328,8 @@ mod tests {
             ("at Sun Jul 3 10:05:25", "at <*> <*> <*> <*>"),
             ("size 5.2 KB, free 12 B", "size <*> <*> free <*> <*>"),
             ("B", "B"),
+            ("FF:F2:9F:15:7E:6E:00:0D:60:EA:81:91", "<*>"),
+            ("de-ad-be-ef", "<*>"),
             ("rhost=mail.example.com", "rhost=<*>"),
             ("org.example.Server", "org.example.Server"),
         ];
@@ -319,6 +351,24 @@ mod tests {
         assert_eq!(a[1].kind, TokenKind::Wild);
         assert_eq!(a[2].kind, TokenKind::Partial);
         assert_eq!(a[0].kind, TokenKind::Word);
+    }
+
+    #[test]
+    fn value_like_tokens() {
+        for v in ["com.example.Main", "RILJ_ACK", "WorkSource"] {
+            assert!(is_value_like(v), "{v}");
+        }
+        for w in [
+            "opened",
+            "Started",
+            "finalization.",
+            "SPP.",
+            "(command",
+            "\"GET",
+            "user=root",
+        ] {
+            assert!(!is_value_like(w), "{w}");
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 use serde::{Deserialize, Serialize};
 
 use super::error::LogsError;
-use super::mask::{Token, WILDCARD, WILDCARD_HASH, masked_text, tokenize};
+use super::mask::{Token, WILDCARD, WILDCARD_HASH, is_value_like, masked_text, tokenize};
 
 /// Constant tokens a template must keep besides a position before that position may become
 /// a parameter (a one-word message is never generalised into `<*>`).
@@ -38,6 +38,9 @@ pub struct MinerConfig {
     /// How many distinct words at one position of otherwise identical templates make that
     /// position a parameter.
     pub variable_threshold: usize,
+    /// The same, when every one of those tokens looks like a value (a dotted name or an
+    /// identifier with `_` or inner capitals).
+    pub value_threshold: usize,
     /// Lines with more tokens fold the rest into the last token.
     pub max_tokens: usize,
     /// Entries of the exact masked-line cache before it is cleared (bounds memory).
@@ -48,6 +51,7 @@ impl Default for MinerConfig {
     fn default() -> Self {
         MinerConfig {
             variable_threshold: 5,
+            value_threshold: 3,
             max_tokens: 256,
             cache_capacity: 1 << 16,
         }
@@ -264,7 +268,6 @@ impl OnlineMiner {
     /// Adds live cluster `ci` to the family of each of its constant positions; a family that
     /// reaches the threshold is merged.
     fn register(&mut self, ci: u32) {
-        let threshold = self.config.variable_threshold.max(2);
         let Some(hashes) = self.clusters.get(ci as usize).map(|c| c.hashes.clone()) else {
             return;
         };
@@ -286,7 +289,18 @@ impl OnlineMiner {
             live.iter_mut().for_each(|m| *m = self.resolve_idx(*m));
             live.sort_unstable();
             live.dedup();
-            if live.len() >= threshold {
+            let value_like = live.iter().all(|&m| {
+                self.clusters
+                    .get(m as usize)
+                    .and_then(|c| c.tokens.get(k))
+                    .is_some_and(|t| is_value_like(t))
+            });
+            let threshold = if value_like {
+                self.config.value_threshold
+            } else {
+                self.config.variable_threshold
+            };
+            if live.len() >= threshold.max(2) {
                 self.families.insert(fk, live.clone());
                 self.merge_all(&live);
                 // The keeper changed shape: register its new families (it is live and
