@@ -3,6 +3,9 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+#[cfg(feature = "sql")]
+mod lifecycle;
+
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
 #[command(name = "rca", version, about, long_about = None)]
@@ -12,7 +15,11 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Tool-lifecycle benchmark: warm runs (reused tools) against cold runs.
+    #[cfg(feature = "sql")]
+    LifecycleBench(lifecycle::BenchArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -20,5 +27,8 @@ fn main() -> anyhow::Result<()> {
         Cli::command().print_help()?;
         return Ok(());
     };
-    match command {}
+    match command {
+        #[cfg(feature = "sql")]
+        Command::LifecycleBench(args) => lifecycle::bench(args),
+    }
 }

@@ -5,3 +5,5 @@
 #![deny(missing_docs)]
 
 pub mod docs;
+#[cfg(feature = "sql")]
+pub mod lifecycle_bench;
