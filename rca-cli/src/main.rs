@@ -7,6 +7,8 @@ mod bench_stability;
 mod config;
 mod diagnose;
 mod eval_cmd;
+#[cfg(feature = "sql")]
+mod lifecycle;
 mod logs_cmd;
 mod mitigate;
 
@@ -37,6 +39,9 @@ enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Tool-lifecycle benchmark: warm runs (reused tools) against cold runs.
+    #[cfg(feature = "sql")]
+    LifecycleBench(lifecycle::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,6 +57,8 @@ fn main() -> anyhow::Result<()> {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Bench { command } => run_async(bench_stability::run(command)),
         Command::Config(command) => config::run(command),
+        #[cfg(feature = "sql")]
+        Command::LifecycleBench(args) => lifecycle::bench(args),
     }
 }
 

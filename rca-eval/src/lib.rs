@@ -5,6 +5,8 @@
 #![deny(missing_docs)]
 
 pub mod docs;
+#[cfg(feature = "sql")]
+pub mod lifecycle_bench;
 pub mod loghub;
 pub mod stability;
 pub mod text;
