@@ -1,6 +1,8 @@
 //! The `rca` command line. Thin: it parses arguments and wires the library crates together;
 //! each subcommand lives in its own module.
 
+mod eval;
+
 use clap::{CommandFactory, Parser, Subcommand};
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
@@ -12,7 +14,13 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Run a benchmark and print its scores.
+    Eval {
+        #[command(subcommand)]
+        command: eval::EvalCommand,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -20,5 +28,7 @@ fn main() -> anyhow::Result<()> {
         Cli::command().print_help()?;
         return Ok(());
     };
-    match command {}
+    match command {
+        Command::Eval { command } => eval::run(command),
+    }
 }

@@ -5,3 +5,5 @@
 #![deny(missing_docs)]
 
 pub mod docs;
+pub mod nezha;
+pub mod openrca;
