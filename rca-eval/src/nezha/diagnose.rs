@@ -22,6 +22,20 @@ pub struct CaseDiagnosis {
     pub evidence: Vec<Evidence>,
 }
 
+/// The ranker used for Nezha cases. Modalities are weighted by how specific their anomalies
+/// are to the faulty component rather than to its symptoms: latency (traces) propagates to
+/// every caller on the path, and resource and request KPIs (metrics) move with load and with
+/// the callers' retries, while a component's own log behaviour (templates vanishing or
+/// appearing, error share) changes mostly where the fault is. Logs 1, metrics 1/2, traces
+/// 1/4; chosen on the development day (see `docs/arch/nezha.md`).
+pub fn ranker() -> Ranker {
+    let mut r = Ranker::default();
+    r.weights.insert(Modality::Logs, 1.0);
+    r.weights.insert(Modality::Metrics, 0.5);
+    r.weights.insert(Modality::Traces, 0.25);
+    r
+}
+
 /// Runs the metric, trace and log analyzers over a case and ranks its components. Reads
 /// only telemetry, never the ground truth.
 pub fn diagnose_case(data: &CaseData) -> CaseDiagnosis {
@@ -33,7 +47,7 @@ pub fn diagnose_case(data: &CaseData) -> CaseDiagnosis {
         findings.extend(TraceAnalyzer::default().analyze(&data.spans, w));
         findings.extend(LogAnalyzer::default().analyze(&data.logs, w));
     }
-    let ranked = Ranker::default().rank(&findings);
+    let ranked = ranker().rank(&findings);
     let fault_type = ranked
         .first()
         .map(|r| fault_type_of(&r.findings))

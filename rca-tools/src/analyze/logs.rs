@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use rca_core::source::{Level, LogRecord};
 use rca_core::{Modality, Timestamp};
 
-use super::stats::{poisson_z, proportion_z};
+use super::stats::proportion_z;
 use super::{Finding, Signal, Window, fmt_num};
 
 /// Turns a log message into its template: ids and numbers masked, so lines written by the same
@@ -128,21 +128,21 @@ impl LogAnalyzer {
                 }
             }
         }
-        let base_secs = (window.baseline.duration_millis() as f64 / 1000.0).max(1.0);
-        let cur_secs = (window.current.duration_millis() as f64 / 1000.0).max(1.0);
         let mut out = Vec::new();
         for (component, (eb, ec, first)) in &errors {
-            let expected = *eb as f64 * cur_secs / base_secs;
-            let z = poisson_z(*ec as f64, expected);
-            if z >= self.min_z {
+            // The share of error lines among the component's lines, so a change of load does
+            // not look like a burst.
+            let (na, nb) = totals.get(component).copied().unwrap_or_default();
+            let z = proportion_z(*eb as f64, na as f64, *ec as f64, nb as f64);
+            if *ec > 0 && z >= self.min_z {
+                let expected = *eb as f64 * nb as f64 / (na as f64).max(1.0);
                 out.push(Finding {
                     modality: Modality::Logs,
                     observed_at: first.unwrap_or(window.current.start),
                     component: component.to_string(),
                     signal: Signal::ErrorBurst,
                     summary: format!(
-                        "{component} wrote {ec} error lines in the current window where the \
-                         baseline rate predicts {} (z {})",
+                        "{component} wrote {ec} error lines of {nb} in the current window where                          the baseline share predicts {} (z {})",
                         fmt_num(expected),
                         fmt_num(z)
                     ),
