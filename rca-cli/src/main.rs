@@ -1,9 +1,12 @@
 //! The `rca` command line. Thin: it parses arguments and wires the library crates together;
 //! each subcommand lives in its own module.
 
-mod eval;
-
 use clap::{CommandFactory, Parser, Subcommand};
+
+mod embedder;
+mod eval_cmd;
+mod eval_nezha;
+mod logs_cmd;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
@@ -15,20 +18,21 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a benchmark and print its scores.
-    Eval {
-        #[command(subcommand)]
-        command: eval::EvalCommand,
-    },
+    /// Log clustering: templates and segments.
+    Logs(logs_cmd::LogsArgs),
+    /// Evaluations on benchmark datasets.
+    Eval(eval_cmd::EvalArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         Cli::command().print_help()?;
         return Ok(());
     };
     match command {
-        Command::Eval { command } => eval::run(command),
+        Command::Logs(a) => logs_cmd::run(a).await,
+        Command::Eval(a) => eval_cmd::run(a),
     }
 }

@@ -18,6 +18,7 @@ pub mod embed;
 pub mod error;
 pub mod incident;
 pub mod llm;
+pub mod logs;
 pub mod memory;
 pub mod source;
 pub mod time;

@@ -5,5 +5,6 @@
 #![deny(missing_docs)]
 
 pub mod docs;
+pub mod loghub;
 pub mod nezha;
 pub mod openrca;

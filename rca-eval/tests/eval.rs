@@ -158,8 +158,10 @@ fn no_dataset_literals_in_library_sources() {
                 let p = e.path();
                 if p.is_dir() {
                     stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("tests.rs") {
+                    // Library code only: test modules may name what they ban.
                     let text = std::fs::read_to_string(&p).unwrap();
+                    let text = text.split("#[cfg(test)]").next().unwrap_or("");
                     for b in &banned {
                         if text.contains(b.as_str()) {
                             offences.push(format!("{}: {b}", p.display()));

@@ -5,4 +5,5 @@
 #![deny(missing_docs)]
 
 pub mod analyze;
+pub mod logs;
 pub mod sources;

@@ -36,16 +36,27 @@ pub fn ranker() -> Ranker {
     r
 }
 
-/// Runs the metric, trace and log analyzers over a case and ranks its components. Reads
-/// only telemetry, never the ground truth.
+/// Runs the metric, trace and log analyzers over a case and ranks its components, with the
+/// simple built-in log templater. Reads only telemetry, never the ground truth.
 pub fn diagnose_case(data: &CaseData) -> CaseDiagnosis {
+    diagnose_case_with(data, false)
+}
+
+/// As [`diagnose_case`]; with `use_miner` the log templates come from the online template
+/// miner of `rca_tools::logs` instead of the simple templater.
+pub fn diagnose_case_with(data: &CaseData, use_miner: bool) -> CaseDiagnosis {
     let mut findings: Vec<Finding> = Vec::new();
     if let Some(w) = &data.metric_window {
         findings.extend(MetricAnalyzer::default().analyze(&data.metrics, w));
     }
     if let Some(w) = &data.event_window {
         findings.extend(TraceAnalyzer::default().analyze(&data.spans, w));
-        findings.extend(LogAnalyzer::default().analyze(&data.logs, w));
+        if use_miner {
+            let mut miner = rca_tools::logs::OnlineMiner::default();
+            findings.extend(LogAnalyzer::default().analyze_with_miner(&data.logs, w, &mut miner));
+        } else {
+            findings.extend(LogAnalyzer::default().analyze(&data.logs, w));
+        }
     }
     let ranked = ranker().rank(&findings);
     let fault_type = ranked

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::NezhaError;
-use super::diagnose::diagnose_case;
+use super::diagnose::diagnose_case_with;
 use super::loader::{CaseOptions, DayMetrics, discover, load_case};
 
 /// The service of a pod: its name without the two trailing dash-separated parts (the
@@ -30,6 +30,8 @@ pub struct EvalOptions {
     pub case: CaseOptions,
     /// Only these day folders (all when empty).
     pub days: Vec<String>,
+    /// Take log templates from the online template miner instead of the simple templater.
+    pub use_miner: bool,
 }
 
 /// One case's outcome. Serialises to `{"id", "truth_pod", "ranked_pods", "fault_type",
@@ -148,7 +150,7 @@ pub fn evaluate(
         for case in &day.cases {
             let started = Instant::now();
             let data = load_case(day, &metrics, case, &options.case)?;
-            let diagnosis = diagnose_case(&data);
+            let diagnosis = diagnose_case_with(&data, options.use_miner);
             let seconds = started.elapsed().as_secs_f64();
             let ranked_pods: Vec<String> = diagnosis
                 .ranked

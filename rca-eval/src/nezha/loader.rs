@@ -165,9 +165,9 @@ pub struct CaseData {
     pub spans: Vec<Span>,
     /// Metric samples (baseline and current).
     pub metrics: Vec<MetricSample>,
-    /// Windows for logs and traces.
+    /// The log and trace windows.
     pub event_window: Option<Window>,
-    /// Windows for metrics.
+    /// The metric windows.
     pub metric_window: Option<Window>,
     /// Problems met while reading.
     pub report: LoadReport,

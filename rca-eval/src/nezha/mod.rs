@@ -7,7 +7,7 @@ mod eval;
 mod export;
 mod loader;
 
-pub use diagnose::{CaseDiagnosis, diagnose_case, fault_type_of, ranker};
+pub use diagnose::{CaseDiagnosis, diagnose_case, diagnose_case_with, fault_type_of, ranker};
 pub use eval::{
     CaseResult, EvalOptions, NezhaReport, Summary, evaluate, markdown_table, service_of,
 };

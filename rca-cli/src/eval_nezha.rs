@@ -1,18 +1,11 @@
-//! `rca eval ...`: benchmark runs (Nezha ranking, OpenRCA scoring).
+//! `rca eval nezha DIR`: rank root-cause pods on the Nezha data and score AS@k.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::Args;
 use rca_eval::nezha;
-
-/// Which benchmark to run.
-#[derive(Debug, Subcommand)]
-pub enum EvalCommand {
-    /// Rank root-cause pods on the Nezha TrainTicket data and score service-level AS@k.
-    Nezha(NezhaArgs),
-}
 
 /// Arguments of `rca eval nezha`.
 #[derive(Debug, Args)]
@@ -34,6 +27,10 @@ pub struct NezhaArgs {
     /// Where `--export` writes the incident directory.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Take log templates from the online template miner (rca-tools `logs`) instead of the
+    /// simple built-in templater.
+    #[arg(long)]
+    miner: bool,
     /// Also print, per case, the top candidates and their strongest findings.
     #[arg(long)]
     explain: bool,
@@ -42,14 +39,8 @@ pub struct NezhaArgs {
     export_after_secs: i64,
 }
 
-/// Runs an eval subcommand.
-pub fn run(command: EvalCommand) -> Result<()> {
-    match command {
-        EvalCommand::Nezha(args) => run_nezha(args),
-    }
-}
-
-fn run_nezha(args: NezhaArgs) -> Result<()> {
+/// Runs `rca eval nezha`.
+pub fn run(args: NezhaArgs) -> Result<()> {
     if let (Some(id), Some(out)) = (&args.export, &args.out) {
         let days = nezha::discover(&args.dir)?;
         let (day, case) = days
@@ -84,6 +75,7 @@ fn run_nezha(args: NezhaArgs) -> Result<()> {
     };
     let options = nezha::EvalOptions {
         days: args.days.clone(),
+        use_miner: args.miner,
         ..nezha::EvalOptions::default()
     };
     if args.explain {
@@ -119,8 +111,12 @@ fn run_nezha(args: NezhaArgs) -> Result<()> {
         for d in &args.days {
             command.push_str(&format!(" --day {d}"));
         }
+        if args.miner {
+            command.push_str(" --miner");
+        }
         command.push_str(&format!(" --write-docs {}", path.display()));
-        rca_eval::docs::write_section(path, "nezha", &command, &table)?;
+        let section = if args.miner { "nezha-miner" } else { "nezha" };
+        rca_eval::docs::write_section(path, section, &command, &table)?;
         eprintln!("updated {}", path.display());
     }
     Ok(())
@@ -135,7 +131,7 @@ fn explain(args: &NezhaArgs, options: &nezha::EvalOptions) -> Result<()> {
         let metrics = nezha::DayMetrics::load(&day)?;
         for case in &day.cases {
             let data = nezha::load_case(&day, &metrics, case, &options.case)?;
-            let d = nezha::diagnose_case(&data);
+            let d = nezha::diagnose_case_with(&data, options.use_miner);
             println!(
                 "== {} truth {} ({}) -> {}",
                 case.id,

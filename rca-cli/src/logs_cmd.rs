@@ -1,0 +1,200 @@
+//! `rca logs templates FILE` and `rca logs segment FILE`.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use rca_core::logs::{LogSegmenter, TemplateMiner};
+use rca_tools::logs::{
+    DEFAULT_MAX_LINE_BYTES, LogFormat, MinerConfig, SegmentConfig, SemanticSegmenter,
+    mine_parallel, read_lines,
+};
+
+use crate::embedder::cli_embedder;
+
+/// Log clustering: templates and segments.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(subcommand)]
+    command: LogsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LogsCommand {
+    /// Mine templates: a table of templates with counts (or JSON).
+    Templates(TemplatesArgs),
+    /// Split a log into contiguous blocks of related lines (RCAgent Algorithm 1).
+    Segment(SegmentArgs),
+}
+
+#[derive(Debug, Args)]
+struct InputArgs {
+    /// The log file.
+    file: PathBuf,
+    /// Log-format pattern, e.g. `<Date> <Time> <Level> <Component>: <Content>`; the
+    /// `<Content>` field is mined. Without it the whole line is mined.
+    #[arg(long)]
+    format: Option<String>,
+    /// Lines longer than this many bytes are truncated (and reported).
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
+}
+
+#[derive(Debug, Args)]
+struct TemplatesArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Mining threads (the parallel mode is deterministic for a given count).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Print the templates as JSON.
+    #[arg(long, conflicts_with = "per_line")]
+    json: bool,
+    /// Print one JSON object per input line: {"line", "template_id", "template"}.
+    #[arg(long)]
+    per_line: bool,
+}
+
+#[derive(Debug, Args)]
+struct SegmentArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Lines further apart are not connected.
+    #[arg(long, default_value_t = 200)]
+    window: usize,
+    /// Distance decay exp(-d / tau).
+    #[arg(long, default_value_t = 1.0)]
+    tau: f64,
+    /// Print the blocks as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `rca logs ...`. A closed output pipe (`| head`) ends the command quietly.
+pub async fn run(args: LogsArgs) -> Result<()> {
+    let result = match args.command {
+        LogsCommand::Templates(a) => templates(a),
+        LogsCommand::Segment(a) => segment(a).await,
+    };
+    match result {
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Reads the file, reports repairs on stderr, and returns the message bodies.
+fn load(input: &InputArgs) -> Result<Vec<String>> {
+    let bytes = std::fs::read(&input.file)
+        .with_context(|| format!("cannot read {}", input.file.display()))?;
+    let (lines, notes) = read_lines(&bytes, input.max_line_bytes.max(1));
+    if !notes.is_clean() || notes.lines == 0 {
+        eprintln!("{notes}");
+    }
+    let Some(pattern) = &input.format else {
+        return Ok(lines);
+    };
+    let format = LogFormat::parse(pattern)?;
+    let mut unmatched = 0usize;
+    let bodies = lines
+        .iter()
+        .map(|l| match format.parse_line(l) {
+            Some(p) => p.content.to_string(),
+            None => {
+                unmatched += 1;
+                l.clone()
+            }
+        })
+        .collect();
+    if unmatched > 0 {
+        eprintln!(
+            "note: {unmatched} of {} lines did not match the format; their whole line was mined",
+            lines.len()
+        );
+    }
+    Ok(bodies)
+}
+
+fn templates(a: TemplatesArgs) -> Result<()> {
+    let bodies = load(&a.input)?;
+    let threads = a.threads.max(1);
+    let started = Instant::now();
+    let (miner, ids) = mine_parallel(&bodies, &MinerConfig::default(), threads)?;
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "stats: lines={} seconds={seconds:.6} lines_per_second={:.0} threads={threads} templates={}",
+        bodies.len(),
+        bodies.len() as f64 / seconds.max(1e-9),
+        miner.template_count()
+    );
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if a.per_line {
+        let texts: std::collections::HashMap<u64, String> = miner
+            .templates()
+            .into_iter()
+            .map(|t| (t.id, t.text))
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            let row = serde_json::json!({
+                "line": i + 1,
+                "template_id": id,
+                "template": texts.get(id).map(String::as_str).unwrap_or_default(),
+            });
+            writeln!(out, "{row}")?;
+        }
+        return Ok(out.flush()?);
+    }
+    let mut templates = miner.templates();
+    templates.sort_by(|x, y| y.count.cmp(&x.count).then(x.id.cmp(&y.id)));
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &templates)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{:>8}  {:>10}  template", "id", "count")?;
+        for t in &templates {
+            writeln!(out, "{:>8}  {:>10}  {}", t.id, t.count, t.text)?;
+        }
+    }
+    Ok(out.flush()?)
+}
+
+async fn segment(a: SegmentArgs) -> Result<()> {
+    let bodies = load(&a.input)?;
+    let config = SegmentConfig {
+        window: a.window,
+        tau: a.tau,
+        ..SegmentConfig::default()
+    };
+    let segmenter = SemanticSegmenter::new(Arc::from(cli_embedder()), config);
+    let blocks = segmenter.segment(&bodies).await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&blocks)?)?;
+        return Ok(out.flush()?);
+    }
+    writeln!(out, "{} blocks over {} lines", blocks.len(), bodies.len())?;
+    for b in &blocks {
+        let first: String = bodies
+            .get(b.start)
+            .map(|l| l.chars().take(100).collect())
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "lines {}-{} ({} lines, community {}): {first}",
+            b.start + 1,
+            b.end,
+            b.len(),
+            b.community
+        )?;
+    }
+    Ok(out.flush()?)
+}
