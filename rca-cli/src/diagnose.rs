@@ -83,13 +83,15 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     };
     let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
     let mut graph_edges: Vec<(String, String)> = loaded.incident.topology.clone();
-    if let Some(m) = &loaded.metrics {
+    if !loaded.metrics.samples_all().is_empty() {
+        let m = &loaded.metrics;
         explorers.push(Arc::new(TelemetryExplorer::new(
             Telemetry::Metrics(Arc::new(m.clone()), MetricAnalyzer::default()),
             windows,
         )));
     }
-    if let Some(t) = &loaded.traces {
+    if !loaded.traces.spans_all().is_empty() {
+        let t = &loaded.traces;
         if graph_edges.is_empty() {
             graph_edges = ServiceGraph::from_spans(t.spans_all())
                 .edges()
@@ -102,7 +104,8 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
             windows,
         )));
     }
-    if let Some(l) = &loaded.logs {
+    if !loaded.logs.records().is_empty() {
+        let l = &loaded.logs;
         explorers.push(Arc::new(TelemetryExplorer::new(
             Telemetry::Logs(Arc::new(l.clone()), LogAnalyzer::default()),
             windows,

@@ -17,6 +17,8 @@ pub struct EvalArgs {
 enum EvalCommand {
     /// Log-parsing accuracy (GA, PA) on a folder in the Loghub layout.
     Loghub(LoghubArgs),
+    /// Rank root-cause pods on the Nezha TrainTicket data and score service-level AS@k.
+    Nezha(crate::eval_nezha::NezhaArgs),
 }
 
 #[derive(Debug, Args)]
@@ -41,6 +43,7 @@ struct LoghubArgs {
 pub fn run(args: EvalArgs) -> Result<()> {
     match args.command {
         EvalCommand::Loghub(a) => loghub(a),
+        EvalCommand::Nezha(a) => crate::eval_nezha::run(a),
     }
 }
 

@@ -7,6 +7,7 @@ mod bench_stability;
 mod config;
 mod diagnose;
 mod eval_cmd;
+mod eval_nezha;
 #[cfg(feature = "sql")]
 mod lifecycle;
 mod logs_cmd;

@@ -8,5 +8,7 @@ pub mod docs;
 #[cfg(feature = "sql")]
 pub mod lifecycle_bench;
 pub mod loghub;
+pub mod nezha;
+pub mod openrca;
 pub mod stability;
 pub mod text;

@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use rca_core::logs::{TemplateId, TemplateMiner};
 use rca_core::source::{Level, LogRecord};
 use rca_core::{Modality, Timestamp};
 
-use super::stats::{poisson_z, proportion_z};
+use super::stats::proportion_z;
 use super::{Finding, Signal, Window, fmt_num};
 
 /// Turns a log message into its template: ids and numbers masked, so lines written by the same
@@ -85,19 +86,72 @@ impl LogAnalyzer {
         self.analyze_with(records, window, &simple_template)
     }
 
-    /// Findings with a caller-supplied templater (for example a template miner), strongest
-    /// first.
+    /// Findings with a caller-supplied templater, strongest first.
     pub fn analyze_with(
         &self,
         records: &[LogRecord],
         window: &Window,
         template: &dyn Fn(&str) -> String,
     ) -> Vec<Finding> {
+        let templates: Vec<String> = records
+            .iter()
+            .map(|r| {
+                if window.baseline.contains(r.timestamp) || window.current.contains(r.timestamp) {
+                    template(&r.message)
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        self.analyze_templates(records, window, &templates)
+    }
+
+    /// Findings with templates from a template miner: every line of both windows is ingested
+    /// in order, then each line takes its template's final text (templates generalise as
+    /// lines arrive, so early lines are resolved against the final state).
+    pub fn analyze_with_miner(
+        &self,
+        records: &[LogRecord],
+        window: &Window,
+        miner: &mut dyn TemplateMiner,
+    ) -> Vec<Finding> {
+        let ids: Vec<Option<TemplateId>> = records
+            .iter()
+            .map(|r| {
+                (window.baseline.contains(r.timestamp) || window.current.contains(r.timestamp))
+                    .then(|| miner.ingest(&r.message).template_id)
+            })
+            .collect();
+        let mut text: HashMap<TemplateId, String> = HashMap::new();
+        let templates: Vec<String> = ids
+            .iter()
+            .map(|id| match id {
+                Some(id) => text
+                    .entry(*id)
+                    .or_insert_with(|| {
+                        miner
+                            .template(*id)
+                            .map(|t| t.text)
+                            .unwrap_or_else(|| format!("template {id:?}"))
+                    })
+                    .clone(),
+                None => String::new(),
+            })
+            .collect();
+        self.analyze_templates(records, window, &templates)
+    }
+
+    fn analyze_templates(
+        &self,
+        records: &[LogRecord],
+        window: &Window,
+        templates: &[String],
+    ) -> Vec<Finding> {
         // component -> template -> counts
         let mut by_comp: BTreeMap<&str, HashMap<String, Counts>> = BTreeMap::new();
         let mut totals: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         let mut errors: BTreeMap<&str, (usize, usize, Option<Timestamp>)> = BTreeMap::new();
-        for r in records {
+        for (r, tpl) in records.iter().zip(templates) {
             let in_base = window.baseline.contains(r.timestamp);
             let in_cur = window.current.contains(r.timestamp);
             if !in_base && !in_cur {
@@ -107,7 +161,7 @@ impl LogAnalyzer {
             let c = by_comp
                 .entry(r.component.as_str())
                 .or_default()
-                .entry(template(&r.message))
+                .entry(tpl.clone())
                 .or_default();
             c.error |= is_error;
             let t = totals.entry(r.component.as_str()).or_default();
@@ -128,21 +182,21 @@ impl LogAnalyzer {
                 }
             }
         }
-        let base_secs = (window.baseline.duration_millis() as f64 / 1000.0).max(1.0);
-        let cur_secs = (window.current.duration_millis() as f64 / 1000.0).max(1.0);
         let mut out = Vec::new();
         for (component, (eb, ec, first)) in &errors {
-            let expected = *eb as f64 * cur_secs / base_secs;
-            let z = poisson_z(*ec as f64, expected);
-            if z >= self.min_z {
+            // The share of error lines among the component's lines, so a change of load does
+            // not look like a burst.
+            let (na, nb) = totals.get(component).copied().unwrap_or_default();
+            let z = proportion_z(*eb as f64, na as f64, *ec as f64, nb as f64);
+            if *ec > 0 && z >= self.min_z {
+                let expected = *eb as f64 * nb as f64 / (na as f64).max(1.0);
                 out.push(Finding {
                     modality: Modality::Logs,
                     observed_at: first.unwrap_or(window.current.start),
                     component: component.to_string(),
                     signal: Signal::ErrorBurst,
                     summary: format!(
-                        "{component} wrote {ec} error lines in the current window where the \
-                         baseline rate predicts {} (z {})",
+                        "{component} wrote {ec} error lines of {nb} in the current window where                          the baseline share predicts {} (z {})",
                         fmt_num(expected),
                         fmt_num(z)
                     ),
@@ -261,5 +315,38 @@ mod tests {
             &x.signal,
             Signal::TemplateShift { template, error: false } if template == "cache lookup done"
         )));
+    }
+
+    #[test]
+    fn a_template_miner_can_supply_templates() {
+        let mut r = Vec::new();
+        for t in 0..60 {
+            r.push(line(
+                t,
+                "a",
+                Level::Info,
+                &format!("request {t} served in {} ms", t % 7),
+            ));
+            r.push(line(t, "a", Level::Info, "cache lookup done"));
+        }
+        for t in 60..120 {
+            r.push(line(
+                t,
+                "a",
+                Level::Info,
+                &format!("request {t} served in {} ms", t % 7),
+            ));
+        }
+        let w = Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(60)),
+            TimeRange::new(Timestamp::from_secs(60), Timestamp::from_secs(120)),
+        );
+        let mut miner = crate::logs::OnlineMiner::default();
+        let f = LogAnalyzer::default().analyze_with_miner(&r, &w, &mut miner);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(matches!(
+            &f[0].signal,
+            Signal::TemplateShift { template, error: false } if template.contains("cache")
+        ));
     }
 }

@@ -42,11 +42,11 @@ impl Default for Ranker {
 }
 
 impl Ranker {
-    /// Ranks components: within each modality a component's strength is its best finding
-    /// divided by the modality's best over all components, weighted by how far that best
-    /// stands out from the runner-up component (a modality whose top is no clearer than its
-    /// noise says little); strengths are summed over modalities and multiplied by
-    /// `1 + convergence_bonus` for every further modality that agrees.
+    /// Ranks components: within each modality a component's strength is its best finding's
+    /// score, compressed with `ln(1 + score)` (so one enormous z-score does not drown the
+    /// rest), divided by the modality's best over all components; strengths are weighted,
+    /// summed over modalities and multiplied by `1 + convergence_bonus` for every further
+    /// modality that agrees.
     pub fn rank(&self, findings: &[Finding]) -> Vec<RankedComponent> {
         // modality -> component -> best score
         let mut best: BTreeMap<&Modality, BTreeMap<&str, f64>> = BTreeMap::new();
@@ -56,7 +56,7 @@ impl Ranker {
                 .or_default()
                 .entry(f.component.as_str())
                 .or_insert(0.0);
-            *e = e.max(f.score);
+            *e = e.max(f.score.max(0.0).ln_1p());
         }
         let mut total: BTreeMap<&str, (f64, BTreeSet<Modality>)> = BTreeMap::new();
         for (modality, comps) in &best {
@@ -66,13 +66,11 @@ impl Ranker {
             if top <= 0.0 {
                 continue;
             }
-            let second = scores.get(1).copied().unwrap_or(0.0);
-            let clarity = (top / second.max(top * 0.05)).ln().clamp(0.1, 3.0);
             let weight = self.weights.get(*modality).copied().unwrap_or(1.0);
             for (c, s) in comps {
                 let norm = s / top;
                 let e = total.entry(c).or_default();
-                e.0 += weight * clarity * norm;
+                e.0 += weight * norm;
                 if norm >= self.agreement_threshold {
                     e.1.insert((*modality).clone());
                 }

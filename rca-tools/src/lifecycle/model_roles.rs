@@ -21,7 +21,7 @@ one), output_columns (list of names), sanity_checks (list of {description, asser
 assertion is a SQL boolean expression over the output columns that must hold on every row). \
 Answer with the JSON object only.";
 
-const SQL_SYSTEM: &str = "You write one read-only SQL query (SELECT or WITH, Apache DataFusion \
+const SQL_SYSTEM: &str = "You write one read-only SQL query (SELECT or WITH, DataFusion \
 dialect) that implements a tool contract. Refer to parameters as $1, $2, ... in the order the \
 contract lists them. The output must have the contract's output columns. Answer with a JSON \
 object {\"sql\": \"...\"}.";

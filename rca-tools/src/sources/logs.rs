@@ -184,7 +184,7 @@ fn split_timestamp(line: &str) -> Option<(Timestamp, &str)> {
 
 /// The level named among the first words of a message, if any (words of 4 or more letters,
 /// or bracketed, so single letters in prose do not count).
-pub(crate) fn level_in(message: &str) -> Option<Level> {
+pub fn level_in(message: &str) -> Option<Level> {
     message
         .split_whitespace()
         .take(4)

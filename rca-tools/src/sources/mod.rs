@@ -6,13 +6,14 @@
 //! at or after it, so no tool can see the future. Rows that cannot be decoded are counted in a
 //! [`LoadReport`] and skipped; loading never panics on bad input.
 
+pub mod incident;
 mod io;
 mod logs;
 mod metrics;
 mod traces;
 
 pub use io::{open_text, parse_time};
-pub use logs::{FileLogSource, LogFormat, LogOptions};
+pub use logs::{FileLogSource, LogFormat, LogOptions, level_in};
 pub use metrics::{FileMetricSource, MetricLayout, MetricOptions};
 pub use traces::{FileTraceSource, SpanFormat};
 

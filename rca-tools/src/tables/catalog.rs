@@ -1,4 +1,4 @@
-//! [`TelemetryTables`]: an incident's telemetry registered as Apache DataFusion tables, queried
+//! [`TelemetryTables`]: an incident's telemetry registered as DataFusion tables, queried
 //! through the sandbox. Everything in this file needs the `sql` feature.
 
 use std::path::Path;
@@ -30,7 +30,7 @@ pub enum TableFormat {
     Csv,
     /// Gzip-compressed CSV.
     GzipCsv,
-    /// Apache Parquet.
+    /// Parquet files.
     Parquet,
 }
 

@@ -6,7 +6,7 @@
 //! of column roles ([`ColumnRole`]) the deterministic tool templates use.
 //!
 //! With the `sql` feature, [`TelemetryTables`] registers an incident's logs, metrics and spans
-//! as Apache DataFusion tables (CSV, gzip CSV, Parquet, in-memory Arrow or `rca-core` records)
+//! as DataFusion tables (CSV, gzip CSV, Parquet, in-memory Arrow or `rca-core` records)
 //! and runs queries in a read-only sandbox with row, memory and time limits.
 
 mod engine;

@@ -1,0 +1,251 @@
+//! Scoring the ranking over every case: service-level AS@k, fault-type accuracy, time.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::NezhaError;
+use super::diagnose::diagnose_case_with;
+use super::loader::{CaseOptions, DayMetrics, discover, load_case};
+
+/// The service of a pod: its name without the two trailing dash-separated parts (the
+/// replica-set hash and the pod suffix). Names with fewer parts are their own service.
+pub fn service_of(pod: &str) -> &str {
+    let mut cut = pod.len();
+    for _ in 0..2 {
+        match pod[..cut].rfind('-') {
+            Some(i) if i > 0 => cut = i,
+            _ => return pod,
+        }
+    }
+    &pod[..cut]
+}
+
+/// What to evaluate.
+#[derive(Debug, Clone, Default)]
+pub struct EvalOptions {
+    /// How each case is cut.
+    pub case: CaseOptions,
+    /// Only these day folders (all when empty).
+    pub days: Vec<String>,
+    /// Take log templates from the online template miner instead of the simple templater.
+    pub use_miner: bool,
+}
+
+/// One case's outcome. Serialises to `{"id", "truth_pod", "ranked_pods", "fault_type",
+/// "seconds"}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    /// The case id.
+    pub id: String,
+    /// The true root-cause pod.
+    pub truth_pod: String,
+    /// Pods, most likely first.
+    pub ranked_pods: Vec<String>,
+    /// The predicted fault type.
+    pub fault_type: String,
+    /// Wall time to read and analyse the case.
+    pub seconds: f64,
+    /// The true fault type.
+    #[serde(skip)]
+    pub truth_type: String,
+    /// 1-based rank of the true service among distinct ranked services (`None`: absent).
+    #[serde(skip)]
+    pub service_rank: Option<usize>,
+}
+
+/// The summary line of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    /// Cases evaluated.
+    pub cases: usize,
+    /// Share of cases whose true service ranks first.
+    pub as1: f64,
+    /// ... among the first three distinct services.
+    pub as3: f64,
+    /// ... among the first five.
+    pub as5: f64,
+    /// Share of cases whose fault type was named right.
+    pub fault_type_accuracy: f64,
+    /// Median wall time per case.
+    pub median_seconds: f64,
+}
+
+/// A whole run: `{"summary": {...}, "cases": [...]}`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NezhaReport {
+    /// The scores.
+    pub summary: Summary,
+    /// Every case.
+    pub cases: Vec<CaseResult>,
+}
+
+impl NezhaReport {
+    /// Builds the summary from the cases.
+    pub fn from_cases(cases: Vec<CaseResult>) -> Self {
+        let n = cases.len();
+        let share = |k: usize| {
+            if n == 0 {
+                0.0
+            } else {
+                cases
+                    .iter()
+                    .filter(|c| c.service_rank.is_some_and(|r| r <= k))
+                    .count() as f64
+                    / n as f64
+            }
+        };
+        let right = cases
+            .iter()
+            .filter(|c| c.fault_type == c.truth_type)
+            .count();
+        let secs: Vec<f64> = cases.iter().map(|c| c.seconds).collect();
+        NezhaReport {
+            summary: Summary {
+                cases: n,
+                as1: share(1),
+                as3: share(3),
+                as5: share(5),
+                fault_type_accuracy: if n == 0 { 0.0 } else { right as f64 / n as f64 },
+                median_seconds: rca_tools::analyze::stats::median(&secs),
+            },
+            cases,
+        }
+    }
+}
+
+/// 1-based rank of `truth`'s service among the distinct services of `ranked`.
+pub(crate) fn service_rank(ranked: &[String], truth: &str) -> Option<usize> {
+    let want = service_of(truth);
+    let mut seen: Vec<&str> = Vec::new();
+    for p in ranked {
+        let s = service_of(p);
+        if !seen.contains(&s) {
+            seen.push(s);
+            if s == want {
+                return Some(seen.len());
+            }
+        }
+    }
+    None
+}
+
+/// Evaluates every case of every day under `root` (the folder holding `rca_data/` and
+/// `construct_data/`). `progress(done, total, case_id)` is called after each case.
+pub fn evaluate(
+    root: &Path,
+    options: &EvalOptions,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<NezhaReport, NezhaError> {
+    let days: Vec<_> = discover(root)?
+        .into_iter()
+        .filter(|d| options.days.is_empty() || options.days.contains(&d.name))
+        .collect();
+    let total: usize = days.iter().map(|d| d.cases.len()).sum();
+    let mut results = Vec::with_capacity(total);
+    for day in &days {
+        let metrics = DayMetrics::load(day)?;
+        for case in &day.cases {
+            let started = Instant::now();
+            let data = load_case(day, &metrics, case, &options.case)?;
+            let diagnosis = diagnose_case_with(&data, options.use_miner);
+            let seconds = started.elapsed().as_secs_f64();
+            let ranked_pods: Vec<String> = diagnosis
+                .ranked
+                .iter()
+                .map(|r| r.component.clone())
+                .collect();
+            results.push(CaseResult {
+                id: case.id.clone(),
+                truth_pod: case.truth_pod.clone(),
+                service_rank: service_rank(&ranked_pods, &case.truth_pod),
+                ranked_pods,
+                fault_type: diagnosis.fault_type,
+                seconds,
+                truth_type: case.truth_type.clone(),
+            });
+            progress(results.len(), total, &case.id);
+        }
+    }
+    Ok(NezhaReport::from_cases(results))
+}
+
+/// The report as a Markdown table (overall and per true fault type).
+pub fn markdown_table(report: &NezhaReport) -> String {
+    let s = &report.summary;
+    let mut out = String::from(
+        "| cases | AS@1 | AS@3 | AS@5 | fault-type accuracy | median s/case |\n|---|---|---|---|---|---|\n",
+    );
+    out.push_str(&format!(
+        "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+        s.cases, s.as1, s.as3, s.as5, s.fault_type_accuracy, s.median_seconds
+    ));
+    let mut by_type: BTreeMap<&str, Vec<&CaseResult>> = BTreeMap::new();
+    for c in &report.cases {
+        by_type.entry(c.truth_type.as_str()).or_default().push(c);
+    }
+    out.push_str(
+        "\n| true fault type | cases | AS@1 | AS@3 | type named right |\n|---|---|---|---|---|\n",
+    );
+    for (t, cs) in by_type {
+        let n = cs.len();
+        let at = |k: usize| {
+            cs.iter()
+                .filter(|c| c.service_rank.is_some_and(|r| r <= k))
+                .count()
+        };
+        let right = cs.iter().filter(|c| c.fault_type == c.truth_type).count();
+        out.push_str(&format!(
+            "| {t} | {n} | {}/{n} | {}/{n} | {right}/{n} |\n",
+            at(1),
+            at(3)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_and_ranks() {
+        assert_eq!(service_of("shop-cart-5dc8d4f9fd-46997"), "shop-cart");
+        assert_eq!(service_of("frontend"), "frontend");
+        assert_eq!(service_of("a-b"), "a-b");
+        let ranked: Vec<String> = ["x-1-a", "x-1-b", "y-2-c", "z-3-d"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(service_rank(&ranked, "y-9-z"), Some(2));
+        assert_eq!(service_rank(&ranked, "q-1-1"), None);
+    }
+
+    #[test]
+    fn summary_shape() {
+        let case = |rank: Option<usize>, ft: &str| CaseResult {
+            id: "d/00".into(),
+            truth_pod: "p".into(),
+            ranked_pods: vec![],
+            fault_type: ft.into(),
+            seconds: 1.0,
+            truth_type: "return".into(),
+            service_rank: rank,
+        };
+        let r = NezhaReport::from_cases(vec![case(Some(1), "return"), case(Some(3), "exception")]);
+        assert_eq!(r.summary.as1, 0.5);
+        assert_eq!(r.summary.as3, 1.0);
+        assert_eq!(r.summary.fault_type_accuracy, 0.5);
+        let v = serde_json::to_value(&r).unwrap();
+        let keys: Vec<_> = v["summary"].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys.len(), 6);
+        let case_keys: Vec<_> = v["cases"][0].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(
+            case_keys,
+            ["fault_type", "id", "ranked_pods", "seconds", "truth_pod"]
+        );
+        assert!(markdown_table(&r).contains("| 2 | 0.500 | 1.000"));
+    }
+}

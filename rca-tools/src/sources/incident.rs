@@ -1,0 +1,377 @@
+//! The incident directory: a small manifest (`incident.json`) and telemetry files in the
+//! formats of this module. See `docs/guides/incident-format.md`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rca_core::source::{LogRecord, MetricSample, Span};
+use rca_core::{Incident, SourceError, TimeRange, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::{FileLogSource, FileMetricSource, FileTraceSource, LogOptions, MetricOptions};
+
+/// The manifest's file name inside an incident directory.
+pub const MANIFEST: &str = "incident.json";
+
+/// The manifest format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A time range written as RFC 3339 text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeText {
+    /// First instant included.
+    pub start: String,
+    /// First instant excluded.
+    pub end: String,
+}
+
+impl RangeText {
+    /// The range as text.
+    pub fn from_range(r: TimeRange) -> Self {
+        RangeText {
+            start: r.start.to_string(),
+            end: r.end.to_string(),
+        }
+    }
+
+    fn parse(&self, what: &str) -> Result<TimeRange, SourceError> {
+        let p = |t: &str| {
+            Timestamp::parse_rfc3339(t).ok_or_else(|| SourceError::Malformed {
+                location: MANIFEST.into(),
+                message: format!("{what}: unreadable time {t:?}"),
+            })
+        };
+        Ok(TimeRange::new(p(&self.start)?, p(&self.end)?))
+    }
+}
+
+/// Which telemetry files the directory holds (paths relative to it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryFiles {
+    /// Log files (plain or JSON lines, optionally `.gz`).
+    #[serde(default)]
+    pub logs: Vec<String>,
+    /// Metric CSVs (long or wide layout, optionally `.gz`).
+    #[serde(default)]
+    pub metrics: Vec<String>,
+    /// Span files (CSV or OTLP JSON, optionally `.gz`).
+    #[serde(default)]
+    pub spans: Vec<String>,
+}
+
+/// The manifest, `incident.json`. Unknown keys are errors, so a misspelt key is reported
+/// rather than silently ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Format version (currently 1).
+    pub format_version: u32,
+    /// A stable id.
+    pub id: String,
+    /// A one-line title (the alert).
+    pub title: String,
+    /// What was observed, in prose.
+    #[serde(default)]
+    pub description: String,
+    /// When the problem was detected (RFC 3339); no data at or after it is read.
+    pub detected_at: String,
+    /// The window to examine (usually ending at the detection time).
+    pub window: RangeText,
+    /// What normal looks like, when known (usually just before the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<RangeText>,
+    /// The system, in prose (architecture, services), for people and models.
+    #[serde(default)]
+    pub system: String,
+    /// Known caller -> callee edges between components.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<(String, String)>,
+    /// The telemetry files.
+    #[serde(default)]
+    pub telemetry: TelemetryFiles,
+}
+
+/// An incident directory, opened: the incident, its baseline and its telemetry sources (all
+/// cut at the detection time).
+#[derive(Debug, Clone)]
+pub struct IncidentDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The manifest as read.
+    pub manifest: Manifest,
+    /// The incident.
+    pub incident: Incident,
+    /// The baseline range, when the manifest names one.
+    pub baseline: Option<TimeRange>,
+    /// Its logs.
+    pub logs: FileLogSource,
+    /// Its metrics.
+    pub metrics: FileMetricSource,
+    /// Its spans.
+    pub traces: FileTraceSource,
+}
+
+impl IncidentDir {
+    /// Reads `dir/incident.json` and the telemetry files it lists.
+    pub fn open(dir: &Path) -> Result<Self, SourceError> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path).map_err(|e| SourceError::Unavailable {
+            message: format!("cannot read {}: {e}", path.display()),
+        })?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|e| SourceError::Malformed {
+                location: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        if manifest.format_version != FORMAT_VERSION {
+            return Err(SourceError::Malformed {
+                location: path.display().to_string(),
+                message: format!(
+                    "format_version {} (this build reads {FORMAT_VERSION})",
+                    manifest.format_version
+                ),
+            });
+        }
+        let detected_at = Timestamp::parse_rfc3339(&manifest.detected_at).ok_or_else(|| {
+            SourceError::Malformed {
+                location: path.display().to_string(),
+                message: format!("unreadable detected_at {:?}", manifest.detected_at),
+            }
+        })?;
+        let window = manifest.window.parse("window")?;
+        let baseline = manifest
+            .baseline
+            .as_ref()
+            .map(|b| b.parse("baseline"))
+            .transpose()?;
+        let files = |names: &[String]| -> Result<Vec<PathBuf>, SourceError> {
+            names
+                .iter()
+                .map(|n| {
+                    let p = Path::new(n);
+                    if p.is_absolute() || p.components().any(|c| c.as_os_str() == "..") {
+                        Err(SourceError::InvalidQuery {
+                            message: format!("telemetry path {n:?} leaves the incident directory"),
+                        })
+                    } else {
+                        Ok(dir.join(p))
+                    }
+                })
+                .collect()
+        };
+        let cutoff = Some(detected_at);
+        let logs = FileLogSource::open(
+            &files(&manifest.telemetry.logs)?,
+            &LogOptions {
+                cutoff,
+                ..LogOptions::default()
+            },
+        )?;
+        let metrics = FileMetricSource::open(
+            &files(&manifest.telemetry.metrics)?,
+            &MetricOptions {
+                cutoff,
+                ..MetricOptions::default()
+            },
+        )?;
+        let traces = FileTraceSource::open(&files(&manifest.telemetry.spans)?, None, cutoff)?;
+        let incident = Incident {
+            id: manifest.id.clone(),
+            title: manifest.title.clone(),
+            description: manifest.description.clone(),
+            detected_at,
+            window,
+            system: manifest.system.clone(),
+            topology: manifest.topology.clone(),
+        };
+        Ok(IncidentDir {
+            dir: dir.to_path_buf(),
+            manifest,
+            incident,
+            baseline,
+            logs,
+            metrics,
+            traces,
+        })
+    }
+}
+
+fn write_err(path: &Path, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Failed {
+        message: format!("cannot write {}: {e}", path.display()),
+    }
+}
+
+/// A writer that gzips when the path ends in `.gz`.
+fn create(path: &Path) -> Result<Box<dyn Write>, SourceError> {
+    let f = std::fs::File::create(path).map_err(|e| write_err(path, e))?;
+    let f = std::io::BufWriter::new(f);
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(flate2::write::GzEncoder::new(
+            f,
+            flate2::Compression::best(),
+        )))
+    } else {
+        Ok(Box::new(f))
+    }
+}
+
+/// Writes logs as JSON lines (`timestamp`, `component`, `level`, `message`, attributes).
+pub fn write_logs_jsonl(path: &Path, records: &[LogRecord]) -> Result<(), SourceError> {
+    let mut w = create(path)?;
+    for r in records {
+        let mut obj = serde_json::Map::new();
+        obj.insert("timestamp".into(), r.timestamp.to_string().into());
+        obj.insert("component".into(), r.component.clone().into());
+        if let Some(l) = r.level {
+            obj.insert("level".into(), l.to_string().into());
+        }
+        obj.insert("message".into(), r.message.clone().into());
+        for (k, v) in &r.attributes {
+            obj.entry(k.clone()).or_insert_with(|| v.clone().into());
+        }
+        let line = serde_json::Value::Object(obj).to_string();
+        writeln!(w, "{line}").map_err(|e| write_err(path, e))?;
+    }
+    w.flush().map_err(|e| write_err(path, e))
+}
+
+/// Writes metric samples as a long-layout CSV (`timestamp,component,metric,value`).
+pub fn write_metrics_csv(path: &Path, samples: &[MetricSample]) -> Result<(), SourceError> {
+    let mut csv = csv::Writer::from_writer(create(path)?);
+    let err = |e: csv::Error| write_err(path, e);
+    csv.write_record(["timestamp", "component", "metric", "value"])
+        .map_err(err)?;
+    for s in samples {
+        csv.write_record([
+            s.timestamp.to_string(),
+            s.component.clone(),
+            s.metric.clone(),
+            s.value.to_string(),
+        ])
+        .map_err(err)?;
+    }
+    csv.flush().map_err(|e| write_err(path, e))
+}
+
+/// Writes spans as CSV (`trace_id,span_id,parent_id,component,operation,start,duration_us,
+/// error`).
+pub fn write_spans_csv(path: &Path, spans: &[Span]) -> Result<(), SourceError> {
+    let mut csv = csv::Writer::from_writer(create(path)?);
+    let err = |e: csv::Error| write_err(path, e);
+    csv.write_record([
+        "trace_id",
+        "span_id",
+        "parent_id",
+        "component",
+        "operation",
+        "start",
+        "duration_us",
+        "error",
+    ])
+    .map_err(err)?;
+    for s in spans {
+        csv.write_record([
+            s.trace_id.clone(),
+            s.span_id.clone(),
+            s.parent_id.clone().unwrap_or_default(),
+            s.component.clone(),
+            s.operation.clone(),
+            s.start.to_string(),
+            s.duration_us.to_string(),
+            s.error.to_string(),
+        ])
+        .map_err(err)?;
+    }
+    csv.flush().map_err(|e| write_err(path, e))
+}
+
+/// Writes the manifest into `dir/incident.json`.
+pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), SourceError> {
+    let path = dir.join(MANIFEST);
+    let text = serde_json::to_string_pretty(manifest).map_err(|e| write_err(&path, e))?;
+    std::fs::write(&path, text + "\n").map_err(|e| write_err(&path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rca_core::source::Level;
+
+    #[test]
+    fn round_trip_through_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = |s: i64| Timestamp::from_secs(1_700_000_000 + s);
+        let logs = vec![
+            LogRecord {
+                timestamp: t(1),
+                component: "api".into(),
+                level: Some(Level::Error),
+                message: "boom \"quoted\"".into(),
+                attributes: [("trace_id".to_string(), "t1".to_string())].into(),
+            },
+            LogRecord {
+                timestamp: t(100),
+                component: "api".into(),
+                level: None,
+                message: "after detection".into(),
+                attributes: Default::default(),
+            },
+        ];
+        let metrics = vec![MetricSample {
+            timestamp: t(0),
+            component: "db".into(),
+            metric: "cpu".into(),
+            value: 0.25,
+            labels: Default::default(),
+        }];
+        let spans = vec![Span {
+            trace_id: "t1".into(),
+            span_id: "s1".into(),
+            parent_id: None,
+            component: "api".into(),
+            operation: "GET /".into(),
+            start: t(2),
+            duration_us: 1500,
+            error: true,
+            attributes: Default::default(),
+        }];
+        write_logs_jsonl(&dir.path().join("logs.jsonl.gz"), &logs).unwrap();
+        write_metrics_csv(&dir.path().join("metrics.csv.gz"), &metrics).unwrap();
+        write_spans_csv(&dir.path().join("spans.csv"), &spans).unwrap();
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            id: "x".into(),
+            title: "errors on api".into(),
+            description: String::new(),
+            detected_at: t(60).to_string(),
+            window: RangeText::from_range(TimeRange::new(t(0), t(60))),
+            baseline: None,
+            system: "two services".into(),
+            topology: vec![("api".into(), "db".into())],
+            telemetry: TelemetryFiles {
+                logs: vec!["logs.jsonl.gz".into()],
+                metrics: vec!["metrics.csv.gz".into()],
+                spans: vec!["spans.csv".into()],
+            },
+        };
+        write_manifest(dir.path(), &manifest).unwrap();
+        let d = IncidentDir::open(dir.path()).unwrap();
+        assert_eq!(d.incident.detected_at, t(60));
+        assert_eq!(d.logs.records().len(), 1, "the cutoff drops the late line");
+        assert_eq!(d.logs.records()[0], logs[0]);
+        assert_eq!(d.metrics.samples_all(), metrics.as_slice());
+        assert_eq!(d.traces.spans_all(), spans.as_slice());
+        assert_eq!(d.incident.topology.len(), 1);
+
+        let mut bad = manifest.clone();
+        bad.telemetry.logs = vec!["../etc/passwd".into()];
+        write_manifest(dir.path(), &bad).unwrap();
+        assert!(IncidentDir::open(dir.path()).is_err());
+        bad.format_version = 99;
+        write_manifest(dir.path(), &bad).unwrap();
+        assert!(IncidentDir::open(dir.path()).is_err());
+    }
+}
