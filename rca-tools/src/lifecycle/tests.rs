@@ -58,8 +58,9 @@ async fn broken_sql_is_fixed_after_runtime_feedback() {
     ));
     let t = engine();
     let out = forge_with(&model).forge(&task(), &t).await.unwrap();
-    let ForgeOutcome::Ready(tool) = out else {
-        panic!("expected a tool, got {out:?}")
+    let tool = match out {
+        ForgeOutcome::Ready(tool) => tool,
+        other => panic!("expected a tool, got {other:?}"),
     };
     assert_eq!((tool.rounds, tool.analysis_attempts), (2, 1));
     assert_eq!(tool.calls.model_calls, 3);
@@ -208,8 +209,9 @@ async fn template_policy_tools_pass_their_trials_in_datafusion() {
             .forge(&ToolTask::new(description, Some(window())), &t)
             .await
             .unwrap();
-        let ForgeOutcome::Ready(tool) = out else {
-            panic!("{description}: {out:?}")
+        let tool = match out {
+            ForgeOutcome::Ready(tool) => tool,
+            other => panic!("{description}: {other:?}"),
         };
         assert_eq!(tool.contract.name, name);
         assert_eq!(

@@ -187,14 +187,14 @@ impl TelemetryTables {
                     .file_extension(&actual)
                     .file_compression_type(compression);
                 self.ctx
-                    .register_csv(name, location.as_ref(), options)
+                    .register_csv(name, &*location, options)
                     .await
                     .map_err(reg)?;
             }
             TableFormat::Parquet => {
                 let options = ParquetReadOptions::default().file_extension(&actual);
                 self.ctx
-                    .register_parquet(name, location.as_ref(), options)
+                    .register_parquet(name, &*location, options)
                     .await
                     .map_err(reg)?;
             }

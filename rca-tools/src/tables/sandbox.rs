@@ -95,7 +95,7 @@ pub(crate) async fn run_sandboxed(
             }
             append_rows(&batch, &mut rows)?;
         }
-        Ok(QueryResult { columns, rows })
+        Ok::<QueryResult, TableError>(QueryResult { columns, rows })
     };
     tokio::time::timeout(limits.timeout, run)
         .await

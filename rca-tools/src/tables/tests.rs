@@ -80,7 +80,7 @@ async fn sandbox_refuses_writes_and_ddl() {
     assert!(!std::path::Path::new("/tmp/rca-lifecycle-copy.csv").exists());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_limit_and_timeout() {
     let t = tables(SandboxLimits {
         max_rows: 10,
