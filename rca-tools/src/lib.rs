@@ -16,3 +16,4 @@ pub mod prometheus;
 pub mod records;
 pub mod sources;
 pub mod stub;
+pub mod tools;
