@@ -1,0 +1,112 @@
+//! Offline run of the example: the controller is a scripted model (canned turns written for
+//! this test, model id `scripted-example-stream-job`, not a recording of any real model); the
+//! tools read the bundled incident and the experts run their deterministic policies.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use rca_core::Modality;
+use rca_core::tool::ToolContext;
+use rca_core::trajectory::Outcome;
+use rca_llm::ScriptedModel;
+
+fn turn(name: &str, args: serde_json::Value) -> String {
+    serde_json::json!({"thought": format!("next: {name}"), "action": {"name": name, "args": args}})
+        .to_string()
+}
+
+const QUESTION: &str = "Why does task SessionWindow of job sessionizer fail with \
+    java.lang.OutOfMemoryError: Java heap space in SessionState.append?";
+
+async fn scripted() -> ScriptedModel {
+    // The key under which the controller will store the full `get_logs` observation.
+    let tools = example_stream_job::tools(None).await.unwrap();
+    let sources = example_stream_job::incident_tools().unwrap();
+    let ctx = ToolContext::default().with_cutoff(sources.incident.detected_at);
+    let logs = tools
+        .dispatch(
+            "get_logs",
+            serde_json::json!({"entity": "sessionizer"}),
+            &ctx,
+        )
+        .await
+        .unwrap()
+        .text;
+    let key = rca_core::memory::snapshot_key(&logs);
+    ScriptedModel::from_texts(
+        "scripted-example-stream-job",
+        [
+            turn("get_db_records", serde_json::json!({"entity": "job-5c1e"})),
+            turn("get_metrics", serde_json::json!({"entity": "sessionizer"})),
+            turn("get_logs", serde_json::json!({"entity": "sessionizer"})),
+            turn(
+                "analyze_logs",
+                serde_json::json!({"text": key, "entity": "sessionizer", "question": QUESTION}),
+            ),
+            turn(
+                "analyze_code",
+                serde_json::json!({"question": QUESTION, "symbols": ["SessionWindowFunction"]}),
+            ),
+            turn(
+                "finalize",
+                serde_json::json!({
+                    "root_cause": "SessionWindowFunction keeps every click of an open session in SessionState without a cap or state TTL; a bot user that never pauses (user-bot-0091) grew one session until task SessionWindow (2/4) ran out of heap (OutOfMemoryError in SessionState.append), was killed with exit code 137 three times and the job failed",
+                    "solution": "cap events per session or keep a running aggregate instead of the clicks, add a state TTL, and filter or split bot traffic; then resubmit the job",
+                    "responsibility": "user",
+                    "confidence": 0.8,
+                    "evidence": ["java.lang.OutOfMemoryError: Java heap space", "Session for key user-bot-0091 holds 750000 events"],
+                    "components": ["sessionizer", "SessionWindowFunction", "SessionState"]
+                }),
+            ),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn scripted_controller_with_policy_experts_finds_the_unbounded_session_state() {
+    let model = scripted().await;
+    let run = example_stream_job::diagnose(Arc::new(model.clone()), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        run.trajectory.outcome,
+        Outcome::Finalized,
+        "{:?}",
+        run.trajectory
+    );
+    assert_eq!(run.invalid_actions(), 0);
+    assert_eq!(model.remaining(), 0);
+    let steps = &run.trajectory.steps;
+    let obs = |i: usize| steps[i].observation.as_ref().unwrap().text.clone();
+    // Lifecycle events: the failures, never the resubmission after the detection time.
+    assert!(
+        obs(0).contains("TASK_FAILED") && !obs(0).contains("resubmitted"),
+        "{}",
+        obs(0)
+    );
+    // Metrics flag the heap.
+    assert!(obs(1).contains("ANOMALY"), "{}", obs(1));
+    // Logs: the long observation was cut and stored under a snapshot key; the line after the
+    // detection time is not there.
+    assert!(
+        steps[2]
+            .observation
+            .as_ref()
+            .unwrap()
+            .snapshot_key
+            .is_some()
+    );
+    assert!(!obs(2).contains("resubmission"));
+    // The log expert read the full logs through the key and quoted them verbatim.
+    assert!(obs(3).contains("OutOfMemoryError"), "{}", obs(3));
+    // The code expert followed SessionWindowFunction into SessionState.
+    assert!(obs(4).contains("SessionState"), "{}", obs(4));
+    let report = run.report.unwrap();
+    assert!(report.root_cause.contains("SessionState"));
+    for m in [Modality::Records, Modality::Logs, Modality::Code] {
+        assert!(
+            report.evidence.iter().any(|e| e.modality == m),
+            "no {m} evidence"
+        );
+    }
+}
