@@ -98,10 +98,27 @@ async fn scripted_controller_with_policy_experts_finds_the_unbounded_session_sta
     );
     assert!(!obs(2).contains("resubmission"));
     // The log expert read the full logs through the key and quoted them verbatim.
-    assert!(obs(3).contains("OutOfMemoryError"), "{}", obs(3));
-    // The code expert followed SessionWindowFunction into SessionState.
-    assert!(obs(4).contains("SessionState"), "{}", obs(4));
+    assert!(obs(3).contains("Evidence:"), "{}", obs(3));
     let report = run.report.unwrap();
+    // The log expert's verified findings quote the logs verbatim.
+    assert!(
+        report
+            .evidence
+            .iter()
+            .any(|e| e.kind.as_deref() == Some("log_expert")
+                && e.finding.contains("user-bot-0091 holds")),
+        "{:?}",
+        report.evidence
+    );
+    // The code expert followed SessionWindowFunction into SessionState.
+    assert!(
+        report
+            .evidence
+            .iter()
+            .any(|e| e.modality == Modality::Code && e.component.contains("SessionState.java")),
+        "{:?}",
+        report.evidence
+    );
     assert!(report.root_cause.contains("SessionState"));
     for m in [Modality::Records, Modality::Logs, Modality::Code] {
         assert!(

@@ -272,6 +272,7 @@ fn type_names(excerpt: &str, own: &str) -> Vec<String> {
         let code = line.get(6..).unwrap_or(line);
         let t = code.trim_start();
         if t.starts_with("//")
+            || t.starts_with("/*")
             || t.starts_with('#')
             || t.starts_with('*')
             || t.starts_with("import ")

@@ -171,12 +171,15 @@ impl TypedTool for GetLogs {
             let Some(r) = kept.get(g.first_line) else {
                 continue;
             };
+            // The level is shown unless the message names it already.
+            let level = if line_level(&r.message, None).is_some() {
+                String::new()
+            } else {
+                format!("{} ", level_of(r))
+            };
             text.push_str(&format!(
-                "{} {} x{} {}\n",
-                r.timestamp,
-                level_of(r),
-                g.count,
-                g.example
+                "{} {level}[x{}] {}\n",
+                r.timestamp, g.count, g.example
             ));
             rows.push(serde_json::json!({
                 "first_seen": r.timestamp,

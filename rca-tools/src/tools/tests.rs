@@ -277,7 +277,11 @@ async fn get_logs_dedups_with_counts_and_drops_below_warning() {
         .map(|g| g["count"].as_u64().unwrap())
         .collect();
     assert_eq!(counts, vec![7, 1, 1], "{}", out.text);
-    assert!(out.text.contains("x7 checkpoint 100 failed"));
+    assert!(
+        out.text.contains("ERROR [x7] checkpoint 100 failed"),
+        "{}",
+        out.text
+    );
     assert!(
         groups
             .iter()
