@@ -127,3 +127,76 @@ async fn scripted_controller_with_policy_experts_finds_the_unbounded_session_sta
         );
     }
 }
+
+/// The same investigation with model-backed experts: a second scripted model (canned answers
+/// written for this test, model id `scripted-example-stream-job-experts`) answers the log
+/// expert (one answer per analysed block, each with a verbatim and an invented quote) and the
+/// code expert (one answer per file, then the summaries).
+#[tokio::test]
+async fn scripted_experts_keep_only_verbatim_evidence() {
+    let controller = scripted().await;
+    // How many blocks the log expert will analyse (segmentation does not depend on the analyst).
+    let policy = example_stream_job::tools(None).await.unwrap();
+    let sources = example_stream_job::incident_tools().unwrap();
+    let ctx = ToolContext::default().with_cutoff(sources.incident.detected_at);
+    let logs = policy
+        .dispatch(
+            "get_logs",
+            serde_json::json!({"entity": "sessionizer"}),
+            &ctx,
+        )
+        .await
+        .unwrap()
+        .text;
+    let probe = policy
+        .dispatch("analyze_logs", serde_json::json!({"text": logs}), &ctx)
+        .await
+        .unwrap();
+    let blocks = probe.data.unwrap()["analysed"].as_array().unwrap().len();
+    assert!(blocks >= 1);
+    let block_answer = serde_json::json!({"explanations": [
+        {"explanation": "one bot user keeps a session open and its state keeps growing",
+         "evidence": ["Session for key user-bot-0091 holds 250000 events and is still open"]},
+        {"explanation": "the disk failed",
+         "evidence": ["disk /dev/sda1 failed with an unrecoverable I/O error"]}
+    ]})
+    .to_string();
+    let mut answers: Vec<String> = vec![block_answer; blocks];
+    answers.push("A bot session grows without bound until the task runs out of heap.".into());
+    answers.push(r#"{"analysis": "process() appends every click to SessionState and never caps a session.", "related": ["SessionState"]}"#.into());
+    answers.push(
+        r#"{"analysis": "append() keeps whole clicks in an unbounded list.", "related": []}"#
+            .into(),
+    );
+    answers.push(
+        "Unbounded per-session state in SessionState.append causes the heap exhaustion.".into(),
+    );
+    let experts = ScriptedModel::from_texts("scripted-example-stream-job-experts", answers);
+    let run = example_stream_job::diagnose(
+        Arc::new(controller.clone()),
+        Some(Arc::new(experts.clone())),
+    )
+    .await
+    .unwrap();
+    assert_eq!(run.trajectory.outcome, Outcome::Finalized);
+    assert_eq!(run.invalid_actions(), 0);
+    assert_eq!(controller.remaining(), 0);
+    assert_eq!(experts.remaining(), 0);
+    let report = run.report.unwrap();
+    let log_findings: Vec<_> = report
+        .evidence
+        .iter()
+        .filter(|e| e.kind.as_deref() == Some("log_expert"))
+        .collect();
+    assert!(!log_findings.is_empty());
+    assert!(
+        log_findings.iter().all(|e| !e.finding.contains("sda1")),
+        "{log_findings:?}"
+    );
+    assert!(
+        report
+            .evidence
+            .iter()
+            .any(|e| e.modality == Modality::Code && e.finding.contains("unbounded list"))
+    );
+}
