@@ -23,6 +23,7 @@ pub mod records;
 pub mod sources;
 pub mod stub;
 pub mod tables;
+pub mod tools;
 
 /// Whether `s` is a lower-case SQL-safe identifier (tool and table names).
 pub(crate) fn lifecycle_identifier(s: &str) -> bool {

@@ -13,26 +13,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rca_core::llm::{ChatModel, CompletionRequest, Message, Usage, estimate_tokens};
 use rca_core::source::{CodeSource, Definition};
-use rca_core::{LlmError, SourceError};
 use serde::{Deserialize, Serialize};
 
-/// What went wrong in an expert's run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExpertError {
-    /// The input is too trivial to analyse (empty question, no symbol, no log lines).
-    #[error("trivial input: {0}")]
-    TrivialInput(String),
-    /// The model failed.
-    #[error(transparent)]
-    Model(#[from] LlmError),
-    /// The model answered with something that could not be used.
-    #[error("unusable model answer: {0}")]
-    Unusable(String),
-    /// A data source failed.
-    #[error(transparent)]
-    Source(#[from] SourceError),
-}
+pub use super::error::ExpertError;
 
 /// Limits of one code investigation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -289,6 +272,7 @@ fn type_names(excerpt: &str, own: &str) -> Vec<String> {
         let code = line.get(6..).unwrap_or(line);
         let t = code.trim_start();
         if t.starts_with("//")
+            || t.starts_with("/*")
             || t.starts_with('#')
             || t.starts_with('*')
             || t.starts_with("import ")

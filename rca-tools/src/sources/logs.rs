@@ -170,7 +170,11 @@ fn split_timestamp(line: &str) -> Option<(Timestamp, &str)> {
     let first = parts.next()?;
     let first_clean = first.trim_end_matches([']', ',']);
     if first_clean.len() >= 10 && first_clean.as_bytes().get(4) == Some(&b'-') {
-        if let Some(second) = parts.next() {
+        // A date and a time in two words (`2024-05-01 10:15:00`); a level word after a full
+        // RFC 3339 time is not a zone.
+        if let Some(second) = parts.next()
+            && second.starts_with(|c: char| c.is_ascii_digit())
+        {
             let joined = format!("{first_clean} {}", second.trim_end_matches([']', ',']));
             if let Some(t) = parse_time(&joined) {
                 return Some((t, parts.next().unwrap_or("")));

@@ -1,0 +1,158 @@
+//! A [`ToolRegistry`] over an incident directory: the information-gathering tools over its
+//! sources and the two experts.
+//!
+//! Besides the files its manifest lists (logs, metrics, traces), an incident directory may hold
+//! two more things by convention: CSV tables under `tables/` (one table per file, read by
+//! `get_db_records`) and a code tree under `code/` (read by `analyze_code`). Every source is
+//! cut at the detection time.
+
+use std::sync::Arc;
+
+use rca_core::embed::Embedder;
+use rca_core::llm::ChatModel;
+use rca_core::source::{CodeSource, LogSource, MetricSource, TableSource, TraceSource};
+use rca_core::tool::ToolRegistry;
+use rca_core::{Incident, ToolError};
+use rca_llm::{HashingConfig, HashingEmbedder};
+
+use super::{AnalyzeCode, AnalyzeLogs, GetDbRecords, GetLogs, GetMetrics, GetTraces};
+use crate::code::CodeDirectory;
+use crate::experts::ExpertError;
+use crate::experts::code::{
+    CodeAnalyst, CodeExpert, CodeExpertLimits, HeuristicCodeAnalyst, ModelCodeAnalyst,
+};
+use crate::experts::logs::{
+    HeuristicLogAnalyst, LogAnalyst, LogExample, LogExampleStore, LogExpert, LogExpertConfig,
+    ModelLogAnalyst,
+};
+use crate::incident_dir::{IncidentDir, IncidentDirError};
+use crate::records::{CsvTables, TableOptions};
+
+/// The folder of an incident directory that holds CSV tables.
+pub const TABLES_DIR: &str = "tables";
+/// The folder of an incident directory that holds the code tree.
+pub const CODE_DIR: &str = "code";
+
+/// The sources of one incident, ready to become tools.
+pub struct IncidentTools {
+    /// The incident.
+    pub incident: Incident,
+    /// Logs, when there are any.
+    pub logs: Option<Arc<dyn LogSource>>,
+    /// Metrics, when there are any.
+    pub metrics: Option<Arc<dyn MetricSource>>,
+    /// Spans, when there are any.
+    pub traces: Option<Arc<dyn TraceSource>>,
+    /// Tables, when there are any.
+    pub tables: Option<Arc<dyn TableSource>>,
+    /// The code repository, when there is one.
+    pub code: Option<Arc<dyn CodeSource>>,
+    /// Embeds log text for segmentation and example retrieval (default: [`HashingEmbedder`]).
+    pub embedder: Arc<dyn Embedder>,
+    /// Past log analyses the log expert retrieves as in-context examples.
+    pub log_examples: Vec<LogExample>,
+    /// Settings of the log expert.
+    pub log_expert: LogExpertConfig,
+    /// Limits of the code expert.
+    pub code_expert: CodeExpertLimits,
+}
+
+impl std::fmt::Debug for IncidentTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IncidentTools")
+            .field("incident", &self.incident.id)
+            .field("logs", &self.logs.is_some())
+            .field("metrics", &self.metrics.is_some())
+            .field("traces", &self.traces.is_some())
+            .field("tables", &self.tables.is_some())
+            .field("code", &self.code.is_some())
+            .finish()
+    }
+}
+
+impl IncidentTools {
+    /// Tools over no source yet (add them through the public fields).
+    pub fn new(incident: Incident) -> Self {
+        IncidentTools {
+            incident,
+            logs: None,
+            metrics: None,
+            traces: None,
+            tables: None,
+            code: None,
+            embedder: Arc::new(HashingEmbedder::new(HashingConfig::default())),
+            log_examples: Vec::new(),
+            log_expert: LogExpertConfig::default(),
+            code_expert: CodeExpertLimits::default(),
+        }
+    }
+
+    /// The sources of a loaded incident directory, plus its `tables/` and `code/` folders
+    /// when present (tables cut at the detection time).
+    pub fn from_dir(dir: IncidentDir) -> Result<Self, IncidentDirError> {
+        let mut out = IncidentTools::new(dir.incident.clone());
+        out.logs = dir.logs.map(|s| Arc::new(s) as Arc<dyn LogSource>);
+        out.metrics = dir.metrics.map(|s| Arc::new(s) as Arc<dyn MetricSource>);
+        out.traces = dir.traces.map(|s| Arc::new(s) as Arc<dyn TraceSource>);
+        let tables = dir.root.join(TABLES_DIR);
+        if tables.is_dir() {
+            let options = TableOptions {
+                cutoff: Some(dir.incident.detected_at),
+                ..TableOptions::default()
+            };
+            out.tables = Some(Arc::new(CsvTables::load_dir(&tables, options)?));
+        }
+        let code = dir.root.join(CODE_DIR);
+        if code.is_dir() {
+            out.code = Some(Arc::new(CodeDirectory::new(code)?));
+        }
+        Ok(out)
+    }
+
+    /// The tools: `get_logs`, `get_metrics`, `get_traces`, `get_db_records` for the sources
+    /// present, `analyze_logs` always, `analyze_code` when there is code. The experts ask
+    /// `model`; without one they run their deterministic policies.
+    pub async fn registry(
+        &self,
+        model: Option<Arc<dyn ChatModel>>,
+    ) -> Result<ToolRegistry, ToolError> {
+        let mut r = ToolRegistry::new();
+        if let Some(s) = &self.logs {
+            r.register_typed(GetLogs::new(Arc::clone(s)))?;
+        }
+        if let Some(s) = &self.metrics {
+            r.register_typed(GetMetrics::new(Arc::clone(s)))?;
+        }
+        if let Some(s) = &self.traces {
+            r.register_typed(GetTraces::new(Arc::clone(s)))?;
+        }
+        if let Some(s) = &self.tables {
+            r.register_typed(GetDbRecords::new(Arc::clone(s)))?;
+        }
+        let mut store = LogExampleStore::new(Arc::clone(&self.embedder));
+        store
+            .add_all(self.log_examples.clone())
+            .await
+            .map_err(|e: ExpertError| ToolError::failed(e.to_string()))?;
+        let log_analyst: Arc<dyn LogAnalyst> = match &model {
+            Some(m) => Arc::new(ModelLogAnalyst::new(Arc::clone(m))),
+            None => Arc::new(HeuristicLogAnalyst::default()),
+        };
+        let expert = LogExpert::semantic(
+            Arc::clone(&self.embedder),
+            Arc::new(store),
+            log_analyst,
+            self.log_expert.clone(),
+        );
+        r.register_typed(AnalyzeLogs::new(Arc::new(expert)))?;
+        if let Some(code) = &self.code {
+            let analyst: Arc<dyn CodeAnalyst> = match &model {
+                Some(m) => Arc::new(ModelCodeAnalyst::new(Arc::clone(m))),
+                None => Arc::new(HeuristicCodeAnalyst),
+            };
+            let expert = CodeExpert::new(Arc::clone(code), analyst, self.code_expert.clone());
+            r.register_typed(AnalyzeCode::new(Arc::new(expert)))?;
+        }
+        Ok(r)
+    }
+}
