@@ -63,19 +63,20 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     let min_modalities = args
         .min_modalities
         .unwrap_or(config.diagnosis.min_modalities);
-    let loaded = IncidentDir::load(&args.dir)
+    let loaded = IncidentDir::open(&args.dir)
         .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
-    if loaded.report.bad_rows > 0 {
-        eprintln!(
-            "note: {} telemetry rows could not be read and were skipped (first: {})",
-            loaded.report.bad_rows,
-            loaded
-                .report
-                .problems
-                .first()
-                .map(String::as_str)
-                .unwrap_or("-")
-        );
+    for report in [
+        loaded.logs.report(),
+        loaded.metrics.report(),
+        loaded.traces.report(),
+    ] {
+        if report.bad_rows > 0 {
+            eprintln!(
+                "note: {} telemetry rows could not be read and were skipped (first: {})",
+                report.bad_rows,
+                report.problems.first().map(String::as_str).unwrap_or("-")
+            );
+        }
     }
     let windows = WindowPolicy {
         current_millis: current_minutes.max(1) * 60_000,

@@ -35,7 +35,7 @@ pub fn data_dir() -> PathBuf {
 /// The incident's sources, with the bundled past log analyses.
 pub fn incident_tools() -> Result<IncidentTools, Error> {
     let dir = data_dir();
-    let mut tools = IncidentTools::from_dir(IncidentDir::load(&dir)?)?;
+    let mut tools = IncidentTools::from_dir(IncidentDir::open(&dir)?)?;
     let examples = std::fs::read_to_string(dir.join("log_examples.json"))?;
     tools.log_examples = serde_json::from_str::<Vec<LogExample>>(&examples)?;
     Ok(tools)

@@ -221,7 +221,7 @@ impl TelemetryTables {
             .filter(|p| p.is_file())
             .filter_map(|p| TableFormat::from_path(&p).map(|f| (p, f)))
             .collect();
-        files.sort();
+        files.sort_by(|a, b| a.0.cmp(&b.0));
         let mut names = Vec::new();
         for (path, format) in files {
             let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");

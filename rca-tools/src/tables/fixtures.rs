@@ -1,4 +1,5 @@
 //! Small synthetic telemetry for the tests of this crate (written for the tests; no dataset).
+#![allow(clippy::unwrap_used)] // test fixtures: a failure here is a broken test set-up
 
 use rca_core::source::{Level, LogRecord, MetricSample, Span};
 use rca_core::{TimeRange, Timestamp};

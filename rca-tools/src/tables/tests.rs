@@ -1,4 +1,5 @@
 //! Tests of the DataFusion tables and the sandbox.
+#![allow(clippy::unwrap_used)]
 
 use std::io::Write;
 use std::sync::Arc;

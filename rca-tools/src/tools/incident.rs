@@ -25,7 +25,7 @@ use crate::experts::logs::{
     HeuristicLogAnalyst, LogAnalyst, LogExample, LogExampleStore, LogExpert, LogExpertConfig,
     ModelLogAnalyst,
 };
-use crate::incident_dir::{IncidentDir, IncidentDirError};
+use crate::incident_dir::IncidentDir;
 use crate::records::{CsvTables, TableOptions};
 
 /// The folder of an incident directory that holds CSV tables.
@@ -89,12 +89,19 @@ impl IncidentTools {
 
     /// The sources of a loaded incident directory, plus its `tables/` and `code/` folders
     /// when present (tables cut at the detection time).
-    pub fn from_dir(dir: IncidentDir) -> Result<Self, IncidentDirError> {
+    pub fn from_dir(dir: IncidentDir) -> Result<Self, rca_core::SourceError> {
         let mut out = IncidentTools::new(dir.incident.clone());
-        out.logs = dir.logs.map(|s| Arc::new(s) as Arc<dyn LogSource>);
-        out.metrics = dir.metrics.map(|s| Arc::new(s) as Arc<dyn MetricSource>);
-        out.traces = dir.traces.map(|s| Arc::new(s) as Arc<dyn TraceSource>);
-        let tables = dir.root.join(TABLES_DIR);
+        // A modality with no records gets no tool.
+        if !dir.logs.records().is_empty() {
+            out.logs = Some(Arc::new(dir.logs.clone()) as Arc<dyn LogSource>);
+        }
+        if !dir.metrics.samples_all().is_empty() {
+            out.metrics = Some(Arc::new(dir.metrics.clone()) as Arc<dyn MetricSource>);
+        }
+        if !dir.traces.spans_all().is_empty() {
+            out.traces = Some(Arc::new(dir.traces.clone()) as Arc<dyn TraceSource>);
+        }
+        let tables = dir.dir.join(TABLES_DIR);
         if tables.is_dir() {
             let options = TableOptions {
                 cutoff: Some(dir.incident.detected_at),
@@ -102,7 +109,7 @@ impl IncidentTools {
             };
             out.tables = Some(Arc::new(CsvTables::load_dir(&tables, options)?));
         }
-        let code = dir.root.join(CODE_DIR);
+        let code = dir.dir.join(CODE_DIR);
         if code.is_dir() {
             out.code = Some(Arc::new(CodeDirectory::new(code)?));
         }

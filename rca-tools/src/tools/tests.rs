@@ -697,8 +697,10 @@ async fn incident_directory_becomes_a_registry() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::write(
-        root.join("incident.toml"),
-        "format_version = 1\nid = \"x\"\ntitle = \"job failed\"\ndetected_at = \"2024-05-01T10:15:00Z\"\n[window]\nstart = \"2024-05-01T10:00:00Z\"\nend = \"2024-05-01T10:15:00Z\"\n[[logs]]\npath = \"job.log\"\ncomponent = \"job\"\n",
+        root.join("incident.json"),
+        r#"{"format_version": 1, "id": "x", "title": "job failed", "detected_at": "2024-05-01T10:15:00Z",
+            "window": {"start": "2024-05-01T10:00:00Z", "end": "2024-05-01T10:15:00Z"},
+            "telemetry": {"logs": ["job.log"]}}"#,
     )
     .unwrap();
     std::fs::write(
@@ -715,7 +717,7 @@ async fn incident_directory_becomes_a_registry() {
     std::fs::create_dir_all(root.join("code")).unwrap();
     std::fs::write(root.join("code/Job.java"), "public class Job {}\n").unwrap();
     let tools =
-        IncidentTools::from_dir(crate::incident_dir::IncidentDir::load(root).unwrap()).unwrap();
+        IncidentTools::from_dir(crate::incident_dir::IncidentDir::open(root).unwrap()).unwrap();
     let r = tools.registry(None).await.unwrap();
     assert_eq!(
         r.names(),
