@@ -35,13 +35,13 @@ const FLOORS: &[(&str, f64)] = &[
     ("BGL", 0.977),
     ("HPC", 0.927),
     ("Windows", 0.995),
-    ("Linux", 0.866),
+    ("Linux", 0.988),
     ("Android", 0.941),
     ("HealthApp", 0.994),
     ("Apache", 0.995),
     ("OpenStack", 0.995),
 ];
-const MEAN_FLOOR: f64 = 0.970;
+const MEAN_FLOOR: f64 = 0.981;
 
 #[test]
 fn loghub_grouping_accuracy() {

@@ -12,6 +12,11 @@
 //!    different words in otherwise identical lines: it is a parameter, and the family merges
 //!    into one template with `<*>` at `k`. A handful of alternatives (`opened`/`closed`,
 //!    `Started`/`Stopped`) stay separate templates, as constants do.
+//! 4. Cross-context evidence: a family with at least `value_threshold` distinct words at `k`
+//!    also merges when another family (other constant words, any length) has already seen
+//!    at least [`SHARED_VALUES`] of those same words at `k`. The same small set recurring
+//!    in different contexts (`session opened for user X` / `session closed for user X`) is a
+//!    parameter's value set; a closed set of state words belongs to one context.
 //!
 //! Everything is deterministic: hashes are unseeded, leaves and families keep insertion order.
 
@@ -28,8 +33,12 @@ use super::mask::{Token, WILDCARD, WILDCARD_HASH, is_value_like, masked_text, to
 /// a parameter (a one-word message is never generalised into `<*>`).
 const MIN_CONTEXT: usize = 2;
 
+/// How many words of a family's position must recur at the same position of another family
+/// for cross-context evidence (see the module docs).
+const SHARED_VALUES: usize = 2;
+
 /// Version of the serialised miner state; restoring another version is refused.
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 
 /// The one configuration of the miner. The defaults serve every log; nothing in it names a
 /// system.
@@ -80,6 +89,7 @@ struct MinerState {
     clusters: Vec<Cluster>,
     cache: Vec<(u64, u32)>,
     families: Vec<(u64, Vec<u32>)>,
+    positions: Vec<(u64, Vec<u64>)>,
     seq: u64,
 }
 
@@ -103,6 +113,8 @@ pub struct OnlineMiner {
     leaves: FxHashMap<usize, Vec<u32>>,
     cache: FxHashMap<u64, u32>,
     families: FxHashMap<u64, Vec<u32>>,
+    /// `(position, word)` -> the families that saw that word at that position.
+    positions: FxHashMap<u64, Vec<u64>>,
     seq: u64,
     buf: Vec<Token>,
     hashes: Vec<u64>,
@@ -133,6 +145,13 @@ fn family_key(hashes: &[u64], k: usize) -> u64 {
     h.finish()
 }
 
+fn position_key(k: usize, word: u64) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_usize(k);
+    h.write_u64(word);
+    h.finish()
+}
+
 /// Whether a line (or a template) fits `template` exactly: equal at every constant position.
 fn fits(template: &[u64], line: &[u64]) -> bool {
     template.len() == line.len()
@@ -151,6 +170,7 @@ impl OnlineMiner {
             leaves: FxHashMap::default(),
             cache: FxHashMap::default(),
             families: FxHashMap::default(),
+            positions: FxHashMap::default(),
             seq: 0,
             buf: Vec::new(),
             hashes: Vec::new(),
@@ -285,6 +305,13 @@ impl OnlineMiner {
             if !members.contains(&ci) {
                 members.push(ci);
             }
+            let seen_in = self
+                .positions
+                .entry(position_key(k, hashes[k]))
+                .or_default();
+            if !seen_in.contains(&fk) {
+                seen_in.push(fk);
+            }
             let mut live: Vec<u32> = members.clone();
             live.iter_mut().for_each(|m| *m = self.resolve_idx(*m));
             live.sort_unstable();
@@ -300,7 +327,10 @@ impl OnlineMiner {
             } else {
                 self.config.variable_threshold
             };
-            if live.len() >= threshold.max(2) {
+            let shared = live.len() >= self.config.value_threshold.max(2)
+                && live.len() < threshold
+                && self.shares_values(fk, k, &live);
+            if shared || live.len() >= threshold.max(2) {
                 self.families.insert(fk, live.clone());
                 self.merge_all(&live);
                 // The keeper changed shape: register its new families (it is live and
@@ -311,6 +341,36 @@ impl OnlineMiner {
                 return;
             }
         }
+    }
+
+    /// Whether another family saw at least [`SHARED_VALUES`] of the words that the live
+    /// `members` of family `fk` hold at position `k`.
+    fn shares_values(&self, fk: u64, k: usize, members: &[u32]) -> bool {
+        let mut counts: Vec<(u64, usize)> = Vec::new();
+        for &m in members {
+            let Some(c) = self.clusters.get(m as usize) else {
+                continue;
+            };
+            let Some(&word) = c.hashes.get(k) else {
+                continue;
+            };
+            if word == WILDCARD_HASH {
+                continue;
+            }
+            let Some(others) = self.positions.get(&position_key(k, word)) else {
+                continue;
+            };
+            for &o in others {
+                if o == fk {
+                    continue;
+                }
+                match counts.iter_mut().find(|(f, _)| *f == o) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((o, 1)),
+                }
+            }
+        }
+        counts.iter().any(|&(_, n)| n >= SHARED_VALUES)
     }
 
     /// Merges live clusters (sorted, deduplicated) into the first; every position where they
@@ -421,12 +481,19 @@ impl OnlineMiner {
         let mut families: Vec<(u64, Vec<u32>)> =
             self.families.iter().map(|(&k, v)| (k, v.clone())).collect();
         families.sort_unstable();
+        let mut positions: Vec<(u64, Vec<u64>)> = self
+            .positions
+            .iter()
+            .map(|(&k, v)| (k, v.clone()))
+            .collect();
+        positions.sort_unstable();
         let state = MinerState {
             version: STATE_VERSION,
             config: self.config.clone(),
             clusters: self.clusters.clone(),
             cache,
             families,
+            positions,
             seq: self.seq,
         };
         serde_json::to_string(&state).map_err(|e| LogsError::State {
@@ -476,6 +543,7 @@ impl OnlineMiner {
         m.seq = state.seq;
         m.cache = state.cache.into_iter().collect();
         m.families = state.families.into_iter().collect();
+        m.positions = state.positions.into_iter().collect();
         for (i, c) in m.clusters.iter().enumerate() {
             if c.merged_into.is_none() {
                 m.leaves.entry(c.hashes.len()).or_default().push(i as u32);
@@ -554,6 +622,53 @@ mod tests {
     }
 
     #[test]
+    fn a_small_value_set_recurring_in_another_context_is_a_parameter() {
+        let mut m = OnlineMiner::default();
+        let users = ["alice", "bob", "carol"];
+        let closed: Vec<_> = users
+            .iter()
+            .map(|u| {
+                m.ingest(&format!("session closed for user {u}"))
+                    .template_id
+            })
+            .collect();
+        // Three words in one context are not enough on their own.
+        assert_ne!(m.resolve(closed[0]), m.resolve(closed[2]));
+        let opened: Vec<_> = users
+            .iter()
+            .map(|u| {
+                m.ingest(&format!("session opened for user {u} by uid 0"))
+                    .template_id
+            })
+            .collect();
+        // The same words recur after `opened`: both contexts generalise.
+        let t = m.template(opened[2]).unwrap();
+        assert_eq!(t.text, "session opened for user <*> by uid <*>");
+        assert_eq!(m.resolve(opened[0]), m.resolve(opened[2]));
+        let again = m.ingest("session closed for user dave").template_id;
+        assert_eq!(
+            m.template(again).unwrap().text,
+            "session closed for user <*>"
+        );
+    }
+
+    #[test]
+    fn a_closed_set_of_state_words_in_one_context_stays_apart() {
+        let mut m = OnlineMiner::default();
+        let ids: Vec<_> = ["Started", "Stopped", "Paused", "Resumed"]
+            .iter()
+            .map(|w| {
+                m.ingest(&format!("instance VM {w} lifecycle event"))
+                    .template_id
+            })
+            .collect();
+        m.ingest("instance VM Started by request");
+        let mut live: Vec<_> = ids.iter().map(|&i| m.resolve(i)).collect();
+        live.dedup();
+        assert_eq!(live.len(), 4);
+    }
+
+    #[test]
     fn save_and_restore_continue_identically() {
         let lines: Vec<String> = (0..200)
             .map(|i| {
@@ -585,7 +700,7 @@ mod tests {
     #[test]
     fn restore_refuses_other_versions_and_damage() {
         let json = OnlineMiner::default().save().unwrap();
-        let other = json.replace("\"version\":1", "\"version\":99");
+        let other = json.replace(&format!("\"version\":{STATE_VERSION}"), "\"version\":99");
         assert!(matches!(
             OnlineMiner::restore(&other),
             Err(LogsError::StateVersion {
@@ -598,7 +713,7 @@ mod tests {
             Err(LogsError::State { .. })
         ));
         assert!(matches!(
-            OnlineMiner::restore("{\"version\":1}"),
+            OnlineMiner::restore(&format!("{{\"version\":{STATE_VERSION}}}")),
             Err(LogsError::State { .. })
         ));
     }
