@@ -16,6 +16,7 @@ use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
 use rca_tools::incident_dir::IncidentDir;
 
 use crate::config::Config;
+use crate::progress::Progress;
 
 /// Arguments of `rca diagnose`.
 #[derive(Debug, Args)]
@@ -62,8 +63,13 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     let min_modalities = args
         .min_modalities
         .unwrap_or(config.diagnosis.min_modalities);
+    // Three stages; loading (decompressing and parsing every telemetry file) is the long one
+    // on large incidents. The bar draws only when stderr is a terminal.
+    let progress = Progress::bar(3, "diagnose");
+    progress.set_message(&format!("loading telemetry from {}", args.dir.display()));
     let loaded = IncidentDir::load(&args.dir)
         .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
+    progress.inc(1);
     if loaded.report.bad_rows > 0 {
         eprintln!(
             "note: {} telemetry rows could not be read and were skipped (first: {})",
@@ -121,10 +127,13 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         Arc::new(EvidenceReasoner::default()),
         explorers,
     );
+    progress.set_message("diagnosing");
     let run = orchestrator
         .run(&loaded.incident, &InMemoryShortTermMemory::new())
         .await
         .context("diagnosis failed")?;
+    progress.inc(1);
+    progress.set_message("writing the trajectory and reports");
     let bundle = ReportBundle {
         incident: loaded.incident.clone(),
         report: run.report.clone(),
@@ -144,6 +153,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     }
     // Everything persisted or printed is redacted.
     let mut record = serde_json::json!({
+        "format_version": TRAJECTORY_FORMAT_VERSION,
         "incident": bundle.incident,
         "trajectory": bundle.trajectory,
         "events": run.events,
@@ -151,12 +161,17 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         "report": run.report,
     });
     redactor.redact_json(&mut record);
-    std::fs::write(&trajectory_path, serde_json::to_string_pretty(&record)?)
-        .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
+    write_atomic(
+        &trajectory_path,
+        serde_json::to_string_pretty(&record)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
     if let Some(html) = &args.html {
-        std::fs::write(html, redactor.redact(&render_html(&bundle)).as_ref())
+        write_atomic(html, redactor.redact(&render_html(&bundle)).as_bytes())
             .with_context(|| format!("cannot write {}", html.display()))?;
     }
+    progress.inc(1);
+    progress.finish();
     if args.json {
         println!("{}", redactor.redact(&render_json(&bundle.report)));
     } else {
@@ -164,6 +179,21 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     }
     eprintln!("trajectory saved to {}", trajectory_path.display());
     Ok(())
+}
+
+/// The format version of the saved trajectory record (`format_version` in the file).
+pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
+
+/// Writes `bytes` to `path` atomically: a temporary sibling file, then a rename, so a crash
+/// mid-write leaves the previous file (or none), never half of one.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn sanitize(id: &str) -> String {
@@ -176,4 +206,24 @@ fn sanitize(id: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_atomically_and_replaces_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trajectory.json");
+        write_atomic(&path, b"old").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A directory in the way: the write fails and leaves no temporary file behind.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir_all(blocked.join("inside")).unwrap();
+        assert!(write_atomic(&blocked, b"x").is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
 }

@@ -7,6 +7,7 @@ mod bench_stability;
 mod config;
 mod diagnose;
 mod mitigate;
+mod progress;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
