@@ -272,3 +272,52 @@ async fn saturation_is_503_and_shutdown_finishes_in_flight_requests() {
             .is_err()
     );
 }
+
+/// Against the real Prometheus that `scripts/services.sh start` backfills (svc-a's latency
+/// jumps in the last ten minutes of a two-hour fixture). Needs `--features prometheus`.
+#[cfg(feature = "prometheus")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnoses_over_a_real_prometheus() {
+    use example_diagnosis_service::DataConfig;
+    let vars = (
+        std::env::var("RCA_PROMETHEUS_URL"),
+        std::env::var("RCA_PROMETHEUS_FIXTURE_START"),
+    );
+    let (Ok(url), Ok(start)) = vars else {
+        assert!(
+            std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+            "RCA_PROMETHEUS_URL is not set: run `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
+        );
+        eprintln!("skipping: RCA_PROMETHEUS_URL is not set (run `bash scripts/services.sh start`)");
+        return;
+    };
+    let start = Timestamp::from_secs(start.parse().unwrap());
+    let store = tempfile::tempdir().unwrap();
+    let mut config = ServiceConfig::new(store.path());
+    config.component_label = "instance".into();
+    config.min_modalities = 1;
+    config.data = DataConfig {
+        prometheus_url: Some(url),
+        ..DataConfig::default()
+    };
+    config.validate().unwrap();
+    let sources = Sources::open(&config.data, &config.component_label).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(
+        listener,
+        app(&config, sources),
+        std::future::pending(),
+    ));
+    let starts_at = start.offset_millis(120 * 60_000).to_string();
+    let body = format!(
+        r#"{{"version":"4","status":"firing","alerts":[{{"status":"firing",
+            "labels":{{"alertname":"SlowRequests","instance":"svc-a"}},"annotations":{{}},
+            "startsAt":"{starts_at}","fingerprint":"prom"}}]}}"#
+    );
+    let response = post(&base, body).await;
+    assert_eq!(response.status(), 200);
+    let json: serde_json::Value = response.json().await.unwrap();
+    let report = &json["reports"][0]["report"];
+    assert_eq!(report["candidates"][0]["component"], "svc-a", "{json}");
+}
