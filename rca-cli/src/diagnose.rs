@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::Args;
 use rca_agents::memory::InMemoryShortTermMemory;
 use rca_agents::orchestra::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
-use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
 use rca_agents::orchestra::model::{ModelController, ModelPlanner, ModelReasoner};
+use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
 use rca_agents::orchestra::{Controller, Explorer, Orchestrator, Planner, Reasoner};
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
 use rca_tools::analyze::logs::LogAnalyzer;
@@ -17,11 +17,12 @@ use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
 use rca_tools::incident_dir::IncidentDir;
 
 use crate::config::Config;
+use crate::progress::Progress;
 
 /// Arguments of `rca diagnose`.
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
-    /// The incident directory (an `incident.toml` manifest and telemetry files).
+    /// The incident directory (an `incident.json` manifest and telemetry files).
     pub dir: PathBuf,
     /// Print the report as JSON instead of Markdown.
     #[arg(long)]
@@ -63,6 +64,10 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     let min_modalities = args
         .min_modalities
         .unwrap_or(config.diagnosis.min_modalities);
+    // Three stages; loading (decompressing and parsing every telemetry file) is the long one
+    // on large incidents. The bar draws only when stderr is a terminal.
+    let progress = Progress::bar(3, "diagnose");
+    progress.set_message(&format!("loading telemetry from {}", args.dir.display()));
     let loaded = IncidentDir::open(&args.dir)
         .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
     for report in [
@@ -78,6 +83,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
             );
         }
     }
+    progress.inc(1);
     let windows = WindowPolicy {
         current_millis: current_minutes.max(1) * 60_000,
         baseline: loaded.baseline,
@@ -125,10 +131,11 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         Some(m) => Arc::new(ModelPlanner::new(m)),
         None => Arc::new(OrderedPlanner::default()),
     };
-    let controller: Arc<dyn Controller> = match config.model_for(config.roles.controller.as_ref())? {
-        Some(m) => Arc::new(ModelController::new(m, controller)),
-        None => Arc::new(controller),
-    };
+    let controller: Arc<dyn Controller> =
+        match config.model_for(config.roles.controller.as_ref())? {
+            Some(m) => Arc::new(ModelController::new(m, controller)),
+            None => Arc::new(controller),
+        };
     let reasoner: Arc<dyn Reasoner> = match config.model_for(config.roles.reasoner.as_ref())? {
         Some(m) => Arc::new(ModelReasoner::new(m)),
         None => Arc::new(EvidenceReasoner::default()),
@@ -140,10 +147,13 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         );
     }
     let orchestrator = Orchestrator::new(planner, controller, reasoner, explorers);
+    progress.set_message("diagnosing");
     let run = orchestrator
         .run(&loaded.incident, &InMemoryShortTermMemory::new())
         .await
         .context("diagnosis failed")?;
+    progress.inc(1);
+    progress.set_message("writing the trajectory and reports");
     let bundle = ReportBundle {
         incident: loaded.incident.clone(),
         report: run.report.clone(),
@@ -163,6 +173,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     }
     // Everything persisted or printed is redacted.
     let mut record = serde_json::json!({
+        "format_version": TRAJECTORY_FORMAT_VERSION,
         "incident": bundle.incident,
         "trajectory": bundle.trajectory,
         "events": run.events,
@@ -170,12 +181,17 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         "report": run.report,
     });
     redactor.redact_json(&mut record);
-    std::fs::write(&trajectory_path, serde_json::to_string_pretty(&record)?)
-        .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
+    write_atomic(
+        &trajectory_path,
+        serde_json::to_string_pretty(&record)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
     if let Some(html) = &args.html {
-        std::fs::write(html, redactor.redact(&render_html(&bundle)).as_ref())
+        write_atomic(html, redactor.redact(&render_html(&bundle)).as_bytes())
             .with_context(|| format!("cannot write {}", html.display()))?;
     }
+    progress.inc(1);
+    progress.finish();
     if args.json {
         println!("{}", redactor.redact(&render_json(&bundle.report)));
     } else {
@@ -183,6 +199,21 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     }
     eprintln!("trajectory saved to {}", trajectory_path.display());
     Ok(())
+}
+
+/// The format version of the saved trajectory record (`format_version` in the file).
+pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
+
+/// Writes `bytes` to `path` atomically: a temporary sibling file, then a rename, so a crash
+/// mid-write leaves the previous file (or none), never half of one.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn sanitize(id: &str) -> String {
@@ -195,4 +226,24 @@ fn sanitize(id: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_atomically_and_replaces_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trajectory.json");
+        write_atomic(&path, b"old").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A directory in the way: the write fails and leaves no temporary file behind.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir_all(blocked.join("inside")).unwrap();
+        assert!(write_atomic(&blocked, b"x").is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
 }

@@ -12,6 +12,7 @@ mod eval_nezha;
 mod lifecycle;
 mod logs_cmd;
 mod mitigate;
+mod progress;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]

@@ -303,27 +303,58 @@ fn diagnose_the_bundled_incident() {
     let html = dir.path().join("report.html");
     let out = rca()
         .current_dir(&root)
-        .args(["diagnose", "examples/incidents/trainticket-cpu", "--json", "--trajectory"])
+        .args([
+            "diagnose",
+            "examples/incidents/trainticket-cpu",
+            "--json",
+            "--trajectory",
+        ])
         .arg(&trajectory)
         .arg("--html")
         .arg(&html)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let candidates = report["candidates"].as_array().unwrap();
     assert!(!candidates.is_empty(), "{report}");
     assert!(!report["evidence"].as_array().unwrap().is_empty());
-    assert!(report["root_cause"].as_str().unwrap().contains(candidates[0]["component"].as_str().unwrap()));
-    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trajectory).unwrap()).unwrap();
+    assert!(
+        report["root_cause"]
+            .as_str()
+            .unwrap()
+            .contains(candidates[0]["component"].as_str().unwrap())
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trajectory).unwrap()).unwrap();
     assert!(!saved["trajectory"]["steps"].as_array().unwrap().is_empty());
-    assert!(std::fs::read_to_string(&html).unwrap().contains("class=\"node root-cause\""));
+    assert!(
+        std::fs::read_to_string(&html)
+            .unwrap()
+            .contains("class=\"node root-cause\"")
+    );
 
     // Markdown by default.
-    let md = rca().current_dir(&root).args(["diagnose", "examples/incidents/trainticket-cpu", "--trajectory"]).arg(&trajectory).output().unwrap();
+    let md = rca()
+        .current_dir(&root)
+        .args([
+            "diagnose",
+            "examples/incidents/trainticket-cpu",
+            "--trajectory",
+        ])
+        .arg(&trajectory)
+        .output()
+        .unwrap();
     assert!(md.status.success());
     let text = String::from_utf8_lossy(&md.stdout);
-    assert!(text.contains("## Evidence chain") && text.contains("## Ranked candidates"), "{text}");
+    assert!(
+        text.contains("## Evidence chain") && text.contains("## Ranked candidates"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -73,14 +73,25 @@ impl StubWriter {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let mut file = std::fs::File::create(path).map_err(io)?;
         let header = serde_json::to_string(&Header {
             tool_stub_version: STUB_FORMAT_VERSION,
         })
         .map_err(|e| StoreError::Io {
             message: e.to_string(),
         })?;
-        writeln!(file, "{header}").map_err(io)?;
+        // The header goes to a temporary sibling that is renamed over `path`, so a previous
+        // stub is replaced only by a valid one; appends then go to the renamed file.
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp-{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let mut file = std::fs::File::create(&tmp).map_err(io)?;
+        writeln!(file, "{header}")
+            .and_then(|_| file.flush())
+            .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e)
+        })?;
         Ok(StubWriter {
             path: path.to_path_buf(),
             file: Mutex::new(file),
@@ -186,15 +197,27 @@ pub fn read_stub(path: &Path) -> Result<Vec<RecordedCall>, StoreError> {
             expected: STUB_FORMAT_VERSION,
         });
     }
-    lines
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
-                location: format!("{}:{}", path.display(), i + 2),
-                message: e.to_string(),
-            })
-        })
-        .collect()
+    let body: Vec<&str> = lines.collect();
+    // Calls are appended one line at a time; a crash mid-append leaves a last line without
+    // its newline. That torn call is dropped (it was in flight); damage anywhere else is an
+    // error.
+    let torn_tail = !text.ends_with('\n');
+    let mut calls = Vec::with_capacity(body.len());
+    for (i, l) in body.iter().enumerate() {
+        match serde_json::from_str(l) {
+            Ok(call) => calls.push(call),
+            Err(_) if torn_tail && i + 1 == body.len() => {
+                tracing::warn!(path = %path.display(), "dropping a torn last call (no newline)");
+            }
+            Err(e) => {
+                return Err(StoreError::Corrupt {
+                    location: format!("{}:{}", path.display(), i + 2),
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(calls)
 }
 
 /// What a replayed call that matches no recording does.
@@ -486,5 +509,28 @@ mod tests {
         assert!(matches!(read_stub(&p), Err(StoreError::Corrupt { .. })));
         std::fs::write(&p, "{\"tool_stub_version\": 1}\n{broken\n").unwrap();
         assert!(matches!(read_stub(&p), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_crash_mid_append_loses_only_the_call_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("calls.jsonl");
+        // An older stub is replaced only once the new header is complete.
+        std::fs::write(&p, "{\"tool_stub_version\": 1}\n").unwrap();
+        let writer = StubWriter::create(&p, Redactor::disabled()).unwrap();
+        let call = RecordedCall {
+            tool: "count_errors".into(),
+            args: serde_json::json!({"component": "db"}),
+            result: Err("no data".into()),
+        };
+        writer.append(&call).unwrap();
+        writer.append(&call).unwrap();
+        // No temporary file is left beside the stub.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Simulate a crash half-way through a third append.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        write!(f, "{{\"tool\": \"count_err").unwrap();
+        drop(f);
+        assert_eq!(read_stub(&p).unwrap(), vec![call.clone(), call]);
     }
 }

@@ -180,9 +180,17 @@ impl HindsightBase {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let tmp = path.with_extension("tmp");
+        // A sibling named after the whole file name and the process, so neither another
+        // file that shares the stem (`base.tmp` for `base.json`) nor a concurrent writer in
+        // another process is clobbered.
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp-{}", std::process::id()));
+        let tmp = std::path::PathBuf::from(tmp);
         std::fs::write(&tmp, text).map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e)
+        })
     }
 }
 
@@ -340,5 +348,23 @@ mod tests {
         );
         std::fs::write(&p, "garbage").unwrap();
         assert!(HindsightBase::load(&p).is_err());
+    }
+
+    #[test]
+    fn saving_leaves_sibling_files_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("base.json");
+        let sibling = dir.path().join("base.tmp");
+        std::fs::write(&sibling, "the host's own file").unwrap();
+        let mut base = HindsightBase::new();
+        base.add(lesson("get_logs", "x", "t", vec![]));
+        base.save(&p).unwrap();
+        base.save(&p).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&sibling).unwrap(),
+            "the host's own file"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        assert_eq!(HindsightBase::load(&p).unwrap().lessons(), base.lessons());
     }
 }

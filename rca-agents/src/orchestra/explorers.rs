@@ -7,10 +7,13 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use rca_core::source::{LogQuery, LogSource, MetricQuery, MetricSource, TraceQuery, TraceSource};
 use rca_core::{Evidence, Incident, Modality, TimeRange};
-use rca_tools::analyze::logs::LogAnalyzer;
-use rca_tools::analyze::metrics::MetricAnalyzer;
-use rca_tools::analyze::traces::TraceAnalyzer;
 use rca_tools::analyze::{Finding, Window};
+
+// The analyzers appear in [`Telemetry`]; re-exported so hosts that link only rca-agents can
+// name them.
+pub use rca_tools::analyze::logs::LogAnalyzer;
+pub use rca_tools::analyze::metrics::MetricAnalyzer;
+pub use rca_tools::analyze::traces::TraceAnalyzer;
 
 use super::roles::{Escalation, Exploration, ExploreRequest, Explorer, OrchestraError};
 

@@ -13,6 +13,7 @@ mod mask;
 mod miner;
 mod parallel;
 mod segment;
+mod state_file;
 
 pub use error::LogsError;
 pub use evidence::{DEFAULT_MIN_EVIDENCE_CHARS, evidence_supported, filter_evidence};

@@ -292,7 +292,10 @@ pub fn write_spans_csv(path: &Path, spans: &[Span]) -> Result<(), SourceError> {
 pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), SourceError> {
     let path = dir.join(MANIFEST);
     let text = serde_json::to_string_pretty(manifest).map_err(|e| write_err(&path, e))?;
-    std::fs::write(&path, text + "\n").map_err(|e| write_err(&path, e))
+    // Atomic: a temporary file renamed over the manifest, so a crash never leaves half of one.
+    let tmp = dir.join(format!("{MANIFEST}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text + "\n").map_err(|e| write_err(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| write_err(&path, e))
 }
 
 #[cfg(test)]
