@@ -30,7 +30,7 @@ pub struct DiagnoseArgs {
     /// Also write a self-contained HTML report here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Where to save the trajectory (default: rca-runs/<incident id>/trajectory.json).
+    /// Where to save the trajectory (default: `rca-runs/<incident id>/trajectory.json`).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
     /// Length of the current window before the detection time, in minutes (default: the

@@ -3,7 +3,7 @@
 //! Every tool takes semantically condensed arguments — an entity (a component, a job, a host)
 //! and an optional time range — never SQL or a query language: RCAgent measured a large drop
 //! in pass rate when models had to write queries. Every tool enforces the detection-time
-//! cutoff of [`ToolContext::cutoff`]: it asks its source only for data before the cutoff and
+//! cutoff of [`rca_core::ToolContext::cutoff`]: it asks its source only for data before the cutoff and
 //! drops anything at or after it that the source returns anyway. Tools that find anomalies
 //! report them as [`rca_core::Evidence`] in [`rca_core::ToolOutput::evidence`].
 //!
