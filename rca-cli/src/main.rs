@@ -41,6 +41,9 @@ enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Print the JSON Schema of the `--json` diagnosis report (published as
+    /// docs/report.schema.json).
+    ReportSchema,
     /// Tool-lifecycle benchmark: warm runs (reused tools) against cold runs.
     #[cfg(feature = "sql")]
     LifecycleBench(lifecycle::BenchArgs),
@@ -59,6 +62,10 @@ fn main() -> anyhow::Result<()> {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Bench { command } => run_async(bench_stability::run(command)),
         Command::Config(command) => config::run(command),
+        Command::ReportSchema => {
+            print!("{}", rca_agents::report::report_schema_text());
+            Ok(())
+        }
         #[cfg(feature = "sql")]
         Command::LifecycleBench(args) => lifecycle::bench(args),
     }

@@ -31,6 +31,15 @@ pub fn report_schema() -> serde_json::Value {
     serde_json::Value::from(schemars::schema_for!(DiagnosisReport))
 }
 
+/// [`report_schema`] as the pretty JSON text published in `docs/report.schema.json` (with a
+/// trailing newline); `rca report-schema` prints it and a test keeps the file in step.
+pub fn report_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&report_schema())
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    text.push('\n');
+    text
+}
+
 /// The report as pretty JSON.
 pub fn render_json(report: &DiagnosisReport) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
@@ -137,5 +146,30 @@ mod tests {
         let json = render_json(&fixtures::bundle().report);
         let back: DiagnosisReport = serde_json::from_str(&json).unwrap();
         assert_eq!(back, fixtures::bundle().report);
+    }
+
+    #[test]
+    fn published_schema_file_matches_the_code() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/report.schema.json");
+        let published = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            published == report_schema_text(),
+            "docs/report.schema.json is out of date; regenerate it with \
+             `cargo run -p rca-cli -- report-schema > docs/report.schema.json`"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&published).unwrap();
+        assert_eq!(parsed["title"], "DiagnosisReport");
+    }
+
+    #[test]
+    fn fixture_report_validates_against_the_schema_shape() {
+        // Every required property of the schema is present in a serialized report.
+        let schema = report_schema();
+        let json: serde_json::Value =
+            serde_json::from_str(&render_json(&fixtures::bundle().report)).unwrap();
+        for field in schema["required"].as_array().into_iter().flatten() {
+            let name = field.as_str().unwrap();
+            assert!(json.get(name).is_some(), "serialized report lacks required {name}");
+        }
     }
 }
