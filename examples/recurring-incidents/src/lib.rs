@@ -18,7 +18,7 @@ use rca_core::Incident;
 use rca_core::tool::{ToolRegistry, ToolSpec};
 use rca_llm::redact::Redactor;
 use rca_tools::incident_dir::IncidentDir;
-use rca_tools::stub::{StubFallback, StubWriter, ToolRecorder, ToolStub};
+use rca_tools::stub::{StubFallback, StubWriter, ToolRecorder, ToolStub, read_stub};
 use rca_tools::tools::IncidentTools;
 use serde::{Deserialize, Serialize};
 
@@ -272,6 +272,20 @@ pub fn replay_tools(
     let stub = ToolStub::load(&recording_path(root, case, guide_case), rec.tools, fallback)
         .map_err(|e| SuiteError::Tools(e.to_string()))?;
     Ok((rec.incident, stub))
+}
+
+/// Every recorded call of `case` under all the guides of `guides`, as one stub: a fallback
+/// for replays that leave their guide's recording (a model's own choices, a hindsight hint).
+pub fn all_recordings(root: &Path, case: &str, guides: &[Case]) -> Result<ToolStub, SuiteError> {
+    let rec = recorded(root, case)?;
+    let mut calls = Vec::new();
+    for guide in guides {
+        calls.extend(
+            read_stub(&recording_path(root, case, &guide.name))
+                .map_err(|e| SuiteError::Tools(e.to_string()))?,
+        );
+    }
+    Ok(ToolStub::new(calls, rec.tools, StubFallback::Error))
 }
 
 /// Runs FLASH on `case` following `guide`'s troubleshooting guide, with `policy` and `tools`.

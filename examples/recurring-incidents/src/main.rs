@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use example_recurring_incidents as suite;
 use rca_agents::flash::{FlashPolicy, HindsightBase, ModelPolicy, RulePolicy};
-use rca_core::llm::ChatModel;
+use rca_core::llm::{ChatModel, CompletionRequest, Message};
 use rca_tools::stub::StubFallback;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -92,6 +92,17 @@ async fn main() -> Result<(), Error> {
                 None => case,
             };
             let model = model_from_env()?;
+            if let Some(m) = &model {
+                // One short request first: an unreachable server fails here, once, instead of
+                // failing every decision of the run.
+                let probe = CompletionRequest::new(vec![Message::user(
+                    "Answer with the JSON object {\"ok\": true}.",
+                )])
+                .json();
+                m.complete(probe).await.map_err(|e| {
+                    format!("the model at RCA_OPENAI_BASE_URL does not answer: {e}")
+                })?;
+            }
             let policy: Arc<dyn FlashPolicy> = match &model {
                 Some(m) => Arc::new(ModelPolicy::new(Arc::clone(m))),
                 None => Arc::new(RulePolicy),
@@ -99,8 +110,12 @@ async fn main() -> Result<(), Error> {
             let (incident, tools) = if args.iter().any(|a| a == "--live") {
                 suite::live_tools(case).await?
             } else {
+                // Calls the guide's recording lacks are served from the case's other
+                // recordings; a call in none of them comes back as an error observation.
+                let others = suite::all_recordings(&cases_dir, &case.name, &cases)?;
+                let fallback = StubFallback::Live(others.registry());
                 let (incident, stub) =
-                    suite::replay_tools(&cases_dir, &case.name, &guide.name, StubFallback::Error)?;
+                    suite::replay_tools(&cases_dir, &case.name, &guide.name, fallback)?;
                 (incident, stub.registry())
             };
             let hindsight_path = std::env::var("RCA_HINDSIGHT").ok().map(PathBuf::from);

@@ -12,9 +12,7 @@ use example_recurring_incidents::{
     Case, comparable_steps, default_cases_dir, find_case, live_tools, load_suite, record, recorded,
     recording_path, replay_tools, run_case,
 };
-use rca_agents::flash::{
-    FlashState, HindsightBase, Hint, Lesson, ModelPolicy, PlannedAction, RulePolicy, Trigger,
-};
+use rca_agents::flash::{FlashState, HindsightBase, ModelPolicy, RulePolicy};
 use rca_core::llm::CompletionRequest;
 use rca_llm::redact::Redactor;
 use rca_llm::scripted::RequestCheck;
@@ -337,26 +335,13 @@ async fn each_status_prompt_holds_only_its_own_instructions_and_tools() {
     }
 }
 
-/// A lesson learned from an earlier incident: an error alert whose logs are clean since the
-/// alert is a starved pod; read its CPU before closing the step.
+/// The suite's example lesson (`hindsight.json`, written for the example; FLASH collects
+/// such lessons with a model through `hindsight::collect_lesson`): an error alert whose logs
+/// are clean since the alert may be a starved pod, so read its CPU before closing the step.
 fn clean_logs_lesson() -> HindsightBase {
-    let mut base = HindsightBase::new();
-    base.add(Lesson {
-        trigger: Trigger {
-            state: Some(FlashState::StepExecution),
-            tool: Some("get_logs".into()),
-            args_pattern: None,
-            observation_pattern: Some(r"\b0 at or above WARNING".into()),
-        },
-        hint: Hint {
-            text: "Clean logs since the alert: the pod may be starved rather than failing; read its CPU before closing the step.".into(),
-            suggested_action: Some(PlannedAction {
-                tool: "get_metrics".into(),
-                args: serde_json::json!({"entity": "{component}"}),
-            }),
-        },
-        embedding: vec![],
-    });
+    let base =
+        HindsightBase::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hindsight.json")).unwrap();
+    assert_eq!(base.lessons().len(), 1);
     base
 }
 
@@ -382,12 +367,12 @@ async fn a_hindsight_hint_changes_the_next_action() {
         let (incident, stub) = replay_tools(&root, &case.name, &guide.name, fallback).unwrap();
         (incident, stub.registry())
     };
-    // A call the guide's recording lacks is served from the same incident's recording under
-    // the CPU guide (a fresh stub per run: replayed calls are consumed).
+    // A call the guide's recording lacks is served from the same incident's other
+    // recordings, as `recurring-incidents run` does (a fresh stub per run: replayed calls are
+    // consumed).
     let other = || {
-        replay_tools(&root, &case.name, "cpu-contention", StubFallback::Error)
+        example_recurring_incidents::all_recordings(&root, &case.name, &cases)
             .unwrap()
-            .1
             .registry()
     };
 
