@@ -9,6 +9,8 @@
 //! `rca_tools::stub::ToolRecorder`. Runs replay those recordings offline with
 //! `rca_tools::stub::ToolStub`, or use the live tools over the bundled telemetry.
 
+pub mod nezha_eval;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,6 +76,10 @@ pub struct Alert {
 pub struct CaseFile {
     /// The incident directory, relative to the case folder.
     pub incident_dir: String,
+    /// The troubleshooting guide, relative to the case folder (default `guide.md`); a
+    /// recurrence of a known incident type points at that type's guide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guide: Option<String>,
     /// The Nezha case it was exported from (`rca eval nezha DATA --export <id> --out DIR`).
     pub nezha_case: String,
     /// The alert.
@@ -114,7 +120,8 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, SuiteError>
 impl Case {
     /// Reads a case folder.
     pub fn load(dir: &Path) -> Result<Case, SuiteError> {
-        let guide_path = dir.join("guide.md");
+        let file: CaseFile = read_json(&dir.join("case.json"))?;
+        let guide_path = dir.join(file.guide.as_deref().unwrap_or("guide.md"));
         let guide = std::fs::read_to_string(&guide_path).map_err(|e| file_error(&guide_path, e))?;
         Ok(Case {
             name: dir
@@ -123,7 +130,7 @@ impl Case {
                 .unwrap_or_default(),
             dir: dir.to_path_buf(),
             guide,
-            file: read_json(&dir.join("case.json"))?,
+            file,
             expected: read_json(&dir.join("expected.json"))?,
         })
     }

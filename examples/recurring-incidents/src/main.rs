@@ -1,16 +1,20 @@
 //! `recurring-incidents`: the recurring-incident suite's command.
 //!
 //! ```text
-//! recurring-incidents list
-//! recurring-incidents record [--out DIR]
-//! recurring-incidents run <case> [--guide <case>] [--live]
+//! recurring-incidents [--cases DIR] list
+//! recurring-incidents [--cases DIR] record [--out DIR]
+//! recurring-incidents [--cases DIR] run <case> [--guide <case>] [--live]
+//! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]
 //! ```
+//! `--cases` points at another suite folder (default: the package's `cases/`). `eval-nezha`
+//! exports every Nezha case whose fault type has a guide in the suite, lets the alert name the
+//! injected pod, and runs every guide on it with the deterministic policy and live tools.
 //! `record` runs our tools on each bundled incident under every guide (deterministic policy)
 //! and writes the ToolStub recordings (by default into the suite's own `cases/`). `run`
 //! diagnoses one case: with `RCA_OPENAI_BASE_URL` and `RCA_OPENAI_MODEL` set (and the `http`
 //! feature) a model drives FLASH, otherwise the deterministic policy does; tools are replayed
 //! from the recordings unless `--live`. `RCA_OPENAI_API_KEY` is sent as a bearer token when
-//! set; `RCA_HINDSIGHT=path.json` loads (and keeps) a hindsight knowledge base.
+//! set; `RCA_HINDSIGHT=path.json` loads a hindsight knowledge base.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,8 +26,7 @@ use rca_tools::stub::StubFallback;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str =
-    "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live]";
+const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]";
 
 /// The model named by the environment, if any.
 fn model_from_env() -> Result<Option<Arc<dyn ChatModel>>, Error> {
@@ -63,8 +66,14 @@ fn flag_value(args: &[String], flag: &str) -> Option<String> {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let cases_dir = suite::default_cases_dir();
+    let cases_dir =
+        flag_value(&args, "--cases").map_or_else(suite::default_cases_dir, PathBuf::from);
     let cases = suite::load_suite(&cases_dir)?;
+    // `--cases DIR` may come first; the command is the first other word.
+    let args: Vec<String> = match args.first().map(String::as_str) {
+        Some("--cases") => args.iter().skip(2).cloned().collect(),
+        _ => args,
+    };
     match args.first().map(String::as_str) {
         Some("list") => {
             for c in &cases {
@@ -132,6 +141,55 @@ async fn main() -> Result<(), Error> {
                 case.expected.pod,
                 case.expected.source
             );
+        }
+        Some("eval-nezha") => {
+            let data = args.get(1).ok_or(USAGE)?;
+            let work = tempfile::tempdir()?;
+            let mut progress = |id: &str| eprintln!("case {id}");
+            let results =
+                suite::nezha_eval::evaluate(data.as_ref(), &cases, &[], work.path(), &mut progress)
+                    .await?;
+            let table = suite::nezha_eval::markdown_table(&results);
+            if args.iter().any(|a| a == "--json") {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            } else {
+                println!("{table}");
+                for r in &results {
+                    println!(
+                        "{} {:15} {}{}",
+                        r.id,
+                        r.fault_type,
+                        if r.own_guide_right {
+                            "solved"
+                        } else {
+                            "missed"
+                        },
+                        if r.wrong_fault_named {
+                            ", a guide named a wrong fault:"
+                        } else {
+                            ""
+                        }
+                    );
+                    if r.wrong_fault_named {
+                        for (guide, answer) in &r.answers {
+                            println!("    {guide} guide: {answer}");
+                        }
+                    }
+                }
+            }
+            if let Some(path) = flag_value(&args, "--write-docs") {
+                let command = format!(
+                    "cargo run -p example-recurring-incidents -- eval-nezha {data} --write-docs {path}"
+                );
+                let body = format!(
+                    "FLASH recurring-incident guides (`examples/recurring-incidents`) on every Nezha \
+                     case of a type they cover: the alert names the injected pod, the \
+                     deterministic policy follows each guide with the live tools. A case is \
+                     solved when its type's guide names the fault type and the pod.\n\n{table}"
+                );
+                rca_eval::docs::write_section(path.as_ref(), "flash-suite", &command, &body)?;
+                eprintln!("updated {path}");
+            }
         }
         _ => return Err(USAGE.into()),
     }
