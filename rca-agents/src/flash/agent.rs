@@ -66,6 +66,14 @@ pub trait FlashPolicy: Send + Sync {
     }
 }
 
+/// `text` with its `{fact}` placeholders filled from `facts`.
+fn fill_text(text: &str, facts: &BTreeMap<String, serde_json::Value>) -> String {
+    match fill_placeholders(&serde_json::Value::String(text.to_string()), facts) {
+        serde_json::Value::String(s) => s,
+        _ => text.to_string(),
+    }
+}
+
 fn action(name: &str, args: serde_json::Value) -> Action {
     Action {
         name: name.to_string(),
@@ -119,7 +127,12 @@ impl FlashPolicy for RulePolicy {
                     .as_ref()
                     .is_some_and(|p| m.current + 1 >= p.steps.len());
                 let args = match step.and_then(|s| s.matching_branch(&observations)) {
-                    Some(b) => match (&b.conclusion, b.goto) {
+                    // `{fact}` placeholders in a conclusion are filled from working memory,
+                    // so a guide can name the component it diagnosed.
+                    Some(b) => match (
+                        &b.conclusion.as_ref().map(|c| fill_text(c, &m.facts)),
+                        b.goto,
+                    ) {
                         (c, Some(n)) => serde_json::json!({"next": n, "conclusion": c}),
                         (Some(c), None) => serde_json::json!({"next": "final", "answer": c}),
                         (None, None) => serde_json::json!({"next": "next"}),
@@ -795,5 +808,36 @@ impl FlashAgent {
             trajectory,
             contexts,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn rule_policy_fills_placeholders_in_conclusions() {
+        let mut memory = GlobalMemory::with_facts(BTreeMap::from([(
+            "component".to_string(),
+            serde_json::json!("db-1"),
+        )]));
+        memory.plan =
+            Some(parse_tsg("## Check\nIf `hot`: conclude \"{component} is hot\"\n").unwrap());
+        memory.pending = Some(Vec::new());
+        memory.current_result().observations.push("cpu hot".into());
+        let ctx = StateContext {
+            state: FlashState::StepCompletion,
+            instructions: FlashState::StepCompletion.instructions(),
+            tools: Vec::new(),
+            memory: &memory,
+            hints: &[],
+            incident: String::new(),
+        };
+        let decision = RulePolicy.decide(&ctx).await.unwrap();
+        assert_eq!(decision.action.args["answer"], "db-1 is hot");
+        assert_eq!(
+            fill_text("{missing} stays", &memory.facts),
+            "{missing} stays"
+        );
     }
 }

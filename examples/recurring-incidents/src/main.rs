@@ -1,0 +1,197 @@
+//! `recurring-incidents`: the recurring-incident suite's command.
+//!
+//! ```text
+//! recurring-incidents [--cases DIR] list
+//! recurring-incidents [--cases DIR] record [--out DIR]
+//! recurring-incidents [--cases DIR] run <case> [--guide <case>] [--live]
+//! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]
+//! ```
+//! `--cases` points at another suite folder (default: the package's `cases/`). `eval-nezha`
+//! exports every Nezha case whose fault type has a guide in the suite, lets the alert name the
+//! injected pod, and runs every guide on it with the deterministic policy and live tools.
+//! `record` runs our tools on each bundled incident under every guide (deterministic policy)
+//! and writes the ToolStub recordings (by default into the suite's own `cases/`). `run`
+//! diagnoses one case: with `RCA_OPENAI_BASE_URL` and `RCA_OPENAI_MODEL` set (and the `http`
+//! feature) a model drives FLASH, otherwise the deterministic policy does; tools are replayed
+//! from the recordings unless `--live`. `RCA_OPENAI_API_KEY` is sent as a bearer token when
+//! set; `RCA_HINDSIGHT=path.json` loads a hindsight knowledge base.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use example_recurring_incidents as suite;
+use rca_agents::flash::{FlashPolicy, HindsightBase, ModelPolicy, RulePolicy};
+use rca_core::llm::{ChatModel, CompletionRequest, Message};
+use rca_tools::stub::StubFallback;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]";
+
+/// The model named by the environment, if any.
+fn model_from_env() -> Result<Option<Arc<dyn ChatModel>>, Error> {
+    let Ok(base_url) = std::env::var("RCA_OPENAI_BASE_URL") else {
+        return Ok(None);
+    };
+    let model = std::env::var("RCA_OPENAI_MODEL")
+        .map_err(|_| "RCA_OPENAI_BASE_URL is set: set RCA_OPENAI_MODEL too")?;
+    connect(base_url, model)
+}
+
+#[cfg(feature = "http")]
+fn connect(base_url: String, model: String) -> Result<Option<Arc<dyn ChatModel>>, Error> {
+    let mut config = rca_llm::OpenAiConfig::new(base_url, model);
+    if let Ok(key) = std::env::var("RCA_OPENAI_API_KEY") {
+        config = config.with_api_key(key);
+    }
+    Ok(Some(Arc::new(rca_llm::OpenAiClient::new(config)?)))
+}
+
+#[cfg(not(feature = "http"))]
+fn connect(_base_url: String, _model: String) -> Result<Option<Arc<dyn ChatModel>>, Error> {
+    Err(
+        "RCA_OPENAI_BASE_URL is set but this build has no HTTP client: \
+         run with `--features http`"
+            .into(),
+    )
+}
+
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cases_dir =
+        flag_value(&args, "--cases").map_or_else(suite::default_cases_dir, PathBuf::from);
+    let cases = suite::load_suite(&cases_dir)?;
+    // `--cases DIR` may come first; the command is the first other word.
+    let args: Vec<String> = match args.first().map(String::as_str) {
+        Some("--cases") => args.iter().skip(2).cloned().collect(),
+        _ => args,
+    };
+    match args.first().map(String::as_str) {
+        Some("list") => {
+            for c in &cases {
+                println!(
+                    "{:16} {}  (Nezha {}, truth: {} on {})",
+                    c.name,
+                    c.file.alert.summary,
+                    c.file.nezha_case,
+                    c.expected.fault_type,
+                    c.expected.pod
+                );
+            }
+        }
+        Some("record") => {
+            let out = flag_value(&args, "--out").map_or(cases_dir.clone(), PathBuf::from);
+            for path in suite::record(&cases, &out).await? {
+                eprintln!("wrote {}", path.display());
+            }
+        }
+        Some("run") => {
+            let name = args.get(1).ok_or(USAGE)?;
+            let case = suite::find_case(&cases, name)?;
+            let guide = match flag_value(&args, "--guide") {
+                Some(g) => suite::find_case(&cases, &g)?,
+                None => case,
+            };
+            let model = model_from_env()?;
+            if let Some(m) = &model {
+                // One short request first: an unreachable server fails here, once, instead of
+                // failing every decision of the run.
+                let probe = CompletionRequest::new(vec![Message::user(
+                    "Answer with the JSON object {\"ok\": true}.",
+                )])
+                .json();
+                m.complete(probe).await.map_err(|e| {
+                    format!("the model at RCA_OPENAI_BASE_URL does not answer: {e}")
+                })?;
+            }
+            let policy: Arc<dyn FlashPolicy> = match &model {
+                Some(m) => Arc::new(ModelPolicy::new(Arc::clone(m))),
+                None => Arc::new(RulePolicy),
+            };
+            let (incident, tools) = if args.iter().any(|a| a == "--live") {
+                suite::live_tools(case).await?
+            } else {
+                // Calls the guide's recording lacks are served from the case's other
+                // recordings; a call in none of them comes back as an error observation.
+                let others = suite::all_recordings(&cases_dir, &case.name, &cases)?;
+                let fallback = StubFallback::Live(others.registry());
+                let (incident, stub) =
+                    suite::replay_tools(&cases_dir, &case.name, &guide.name, fallback)?;
+                (incident, stub.registry())
+            };
+            let hindsight_path = std::env::var("RCA_HINDSIGHT").ok().map(PathBuf::from);
+            let hindsight = match &hindsight_path {
+                Some(p) => HindsightBase::load(p)?,
+                None => HindsightBase::new(),
+            };
+            let run = suite::run_case(case, guide, &incident, policy, tools, hindsight).await?;
+            println!("{}", serde_json::to_string_pretty(&run)?);
+            eprintln!(
+                "answer: {}\ntruth: {} on {} ({})",
+                run.answer.as_deref().unwrap_or("-"),
+                case.expected.fault_type,
+                case.expected.pod,
+                case.expected.source
+            );
+        }
+        Some("eval-nezha") => {
+            let data = args.get(1).ok_or(USAGE)?;
+            let work = tempfile::tempdir()?;
+            let mut progress = |id: &str| eprintln!("case {id}");
+            let results =
+                suite::nezha_eval::evaluate(data.as_ref(), &cases, &[], work.path(), &mut progress)
+                    .await?;
+            let table = suite::nezha_eval::markdown_table(&results);
+            if args.iter().any(|a| a == "--json") {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            } else {
+                println!("{table}");
+                for r in &results {
+                    println!(
+                        "{} {:15} {}{}",
+                        r.id,
+                        r.fault_type,
+                        if r.own_guide_right {
+                            "solved"
+                        } else {
+                            "missed"
+                        },
+                        if r.wrong_fault_named {
+                            ", a guide named a wrong fault:"
+                        } else {
+                            ""
+                        }
+                    );
+                    if r.wrong_fault_named {
+                        for (guide, answer) in &r.answers {
+                            println!("    {guide} guide: {answer}");
+                        }
+                    }
+                }
+            }
+            if let Some(path) = flag_value(&args, "--write-docs") {
+                let command = format!(
+                    "cargo run -p example-recurring-incidents -- eval-nezha {data} --write-docs {path}"
+                );
+                let body = format!(
+                    "FLASH recurring-incident guides (`examples/recurring-incidents`) on every Nezha \
+                     case of a type they cover: the alert names the injected pod, the \
+                     deterministic policy follows each guide with the live tools. A case is \
+                     solved when its type's guide names the fault type and the pod.\n\n{table}"
+                );
+                rca_eval::docs::write_section(path.as_ref(), "flash-suite", &command, &body)?;
+                eprintln!("updated {path}");
+            }
+        }
+        _ => return Err(USAGE.into()),
+    }
+    Ok(())
+}
