@@ -222,3 +222,47 @@ fn bundled_incident_opens_and_converges() {
             .all(|f| f.observed_at < inc.incident.detected_at)
     );
 }
+
+/// The tool-lifecycle benchmark on real Nezha cases: every template applies to the tables,
+/// warm runs reuse tools and spend fewer role calls.
+#[cfg(feature = "sql")]
+mod lifecycle_on_nezha {
+    use super::data;
+    use rca_eval::lifecycle_bench::{IncidentSet, LifecycleBenchConfig, run};
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn nezha_cases_warm_and_cold() {
+        let Some(root) = data("nezha-trainticket") else {
+            return;
+        };
+        let report = rt()
+            .block_on(run(LifecycleBenchConfig {
+                set: IncidentSet::Nezha {
+                    root,
+                    day: None,
+                    warm_up_incidents: 1,
+                    limit: Some(3),
+                },
+                seed: 5,
+            }))
+            .unwrap();
+        assert_eq!(report.warm_up.generated + report.warm_up.reused, 3);
+        assert_eq!(report.cold.incidents, 2);
+        assert_eq!(report.cold.acquisitions, 6);
+        assert_eq!(report.cold.reused, 0);
+        assert_eq!(
+            report.cold.escalated, 0,
+            "every template applies to Nezha tables"
+        );
+        assert!(report.warm.reuse_rate() > 0.0);
+        assert!(report.warm.calls_per_incident() < report.cold.calls_per_incident());
+        assert!(report.markdown().contains("Nezha day"));
+    }
+}

@@ -37,15 +37,30 @@ pub struct StoredTool {
     pub successes: u64,
     /// Runs that failed.
     pub failures: u64,
-    /// The task description it was generated for.
+    /// The task description it was generated for (selection compares new tasks with it as
+    /// well as with the contract's description).
     #[serde(default)]
     pub origin: String,
+    /// Other task descriptions it was generated for again (the same SQL), at most
+    /// [`MAX_TASKS_REMEMBERED`]; selection compares new tasks with these too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_for: Vec<String>,
 }
+
+/// How many further task descriptions a stored tool remembers.
+pub const MAX_TASKS_REMEMBERED: usize = 8;
 
 impl StoredTool {
     /// Its name.
     pub fn name(&self) -> &str {
         &self.contract.name
+    }
+
+    /// The task descriptions it is known to serve: its origin, then the others.
+    pub fn tasks(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.origin.as_str())
+            .chain(self.also_for.iter().map(String::as_str))
+            .filter(|t| !t.trim().is_empty())
     }
 
     /// Qual(t), see [`quality`].
@@ -78,6 +93,41 @@ impl ToolInventory {
     /// Adds a tool, replacing (and forgetting the history of) any tool of the same name.
     pub fn insert(&mut self, tool: StoredTool) {
         self.tools.insert(tool.contract.name.clone(), tool);
+    }
+
+    /// Admits a newly generated tool and returns the name it is stored under. A tool of the
+    /// same name and the same SQL is the same tool generated again: its history is kept, the
+    /// new tool's runs are added to it, and it remembers the new task description. A different tool that happens to take a stored
+    /// name gets the first free name `<name>_v2`, `<name>_v3`, ... so no history is lost.
+    pub fn admit(&mut self, mut tool: StoredTool) -> String {
+        let base = tool.contract.name.clone();
+        let mut name = base.clone();
+        let mut version = 1;
+        loop {
+            match self.tools.get_mut(&name) {
+                Some(stored) if stored.sql == tool.sql => {
+                    stored.successes += tool.successes;
+                    stored.failures += tool.failures;
+                    let task = tool.origin;
+                    if !task.trim().is_empty()
+                        && !stored.tasks().any(|t| t == task)
+                        && stored.also_for.len() < MAX_TASKS_REMEMBERED
+                    {
+                        stored.also_for.push(task);
+                    }
+                    return name;
+                }
+                Some(_) => {
+                    version += 1;
+                    name = format!("{base}_v{version}");
+                }
+                None => {
+                    tool.contract.name = name.clone();
+                    self.tools.insert(name.clone(), tool);
+                    return name;
+                }
+            }
+        }
     }
 
     /// Removes a tool and its graph edges (an obsolete tool, e.g. after a schema change).
@@ -235,7 +285,34 @@ pub(crate) mod tests {
             successes: s,
             failures: f,
             origin: String::new(),
+            also_for: Vec::new(),
         }
+    }
+
+    #[test]
+    fn admitting_keeps_history_and_never_overwrites_a_different_tool() {
+        let mut inv = ToolInventory::new();
+        inv.insert(tool("errors", "count errors", 5, 1));
+        // The same tool generated again: history kept, the trial run added, the task
+        // remembered.
+        let mut again = tool("errors", "count errors", 1, 0);
+        again.origin = "error lines per host".into();
+        assert_eq!(inv.admit(again), "errors");
+        let stored = inv.get("errors").unwrap();
+        assert_eq!((stored.successes, stored.failures), (6, 1));
+        assert_eq!(
+            stored.tasks().collect::<Vec<_>>(),
+            vec!["error lines per host"]
+        );
+        // A different tool under a taken name gets a fresh one.
+        let mut other = tool("errors", "count errors by host", 1, 0);
+        other.sql = "SELECT 2 AS x".into();
+        assert_eq!(inv.admit(other.clone()), "errors_v2");
+        assert_eq!(inv.get("errors_v2").unwrap().contract.name, "errors_v2");
+        other.sql = "SELECT 3 AS x".into();
+        assert_eq!(inv.admit(other), "errors_v3");
+        assert_eq!(inv.get("errors").unwrap().successes, 6);
+        assert_eq!(inv.len(), 3);
     }
 
     #[test]

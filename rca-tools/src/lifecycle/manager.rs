@@ -130,8 +130,8 @@ impl ToolLifecycle {
     }
 
     /// A tool for `task`: the best relevant stored tool if one passes the threshold, else a
-    /// newly generated one (stored with the trial run as its first success), else an
-    /// escalation.
+    /// newly generated one (admitted with the trial run as its first success, see
+    /// [`ToolInventory::admit`]), else an escalation.
     pub async fn acquire(
         &self,
         task: &ToolTask,
@@ -150,13 +150,13 @@ impl ToolLifecycle {
         }
         match self.forge.forge(task, engine).await? {
             ForgeOutcome::Ready(forged) => {
-                let name = forged.contract.name.clone();
-                self.lock()?.insert(StoredTool {
+                let name = self.lock()?.admit(StoredTool {
                     contract: forged.contract.clone(),
                     sql: forged.sql.clone(),
                     successes: 1,
                     failures: 0,
                     origin: task.description.clone(),
+                    also_for: Vec::new(),
                 });
                 Ok(Acquisition::Generated {
                     name,

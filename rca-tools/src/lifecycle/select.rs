@@ -1,6 +1,7 @@
-//! Choosing stored tools for a task: relevance of the task to each tool's description
-//! (embedding cosine), a minimum-relevance threshold, ranking by quality (top 5), plus the
-//! tool-graph successors of the last tool used.
+//! Choosing stored tools for a task: relevance of the task to each tool's description or to
+//! the tasks it was generated for (embedding cosine, the largest), a minimum-relevance
+//! threshold, ranking by quality (top 5), plus the tool-graph successors of the last tool
+//! used.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -133,17 +134,30 @@ impl ToolSelector {
         last_tool: Option<&str>,
     ) -> Result<Vec<Candidate>, LifecycleError> {
         let tools: Vec<_> = inventory.tools().collect();
-        let mut texts: Vec<String> = tools
-            .iter()
-            .map(|t| t.contract.description_text())
-            .collect();
+        // Per tool: its description, then the tasks it is known to serve.
+        let mut texts: Vec<String> = Vec::with_capacity(2 * tools.len() + 1);
+        let mut spans: Vec<std::ops::Range<usize>> = Vec::with_capacity(tools.len());
+        for t in &tools {
+            let start = texts.len();
+            texts.push(t.contract.description_text());
+            texts.extend(t.tasks().map(str::to_string));
+            spans.push(start..texts.len());
+        }
         texts.push(task.to_string());
         let vectors = self.embeddings(&texts).await?;
         let task_vec = vectors.last().cloned().unwrap_or_default();
         let relevance: HashMap<&str, f32> = tools
             .iter()
-            .zip(&vectors)
-            .map(|(t, v)| (t.name(), cosine(&task_vec, v)))
+            .zip(spans)
+            .map(|(t, span)| {
+                let best = vectors
+                    .get(span)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|v| cosine(&task_vec, v))
+                    .fold(0.0f32, f32::max);
+                (t.name(), best)
+            })
             .collect();
         let mut relevant: Vec<Candidate> = tools
             .iter()
@@ -295,6 +309,21 @@ pub(crate) mod tests {
                 count: 2
             }
         );
+    }
+
+    #[tokio::test]
+    async fn the_task_a_tool_was_made_for_counts_as_relevant() {
+        let mut inv = ToolInventory::new();
+        let mut t = tool("t", "zz qq", 1, 0);
+        inv.insert(t.clone());
+        let sel = ToolSelector::new(Arc::new(Words));
+        let task = "which services log failures";
+        assert!(sel.select(&inv, task, None).await.unwrap().is_empty());
+        t.origin = "which services log failures now".into();
+        inv.insert(t);
+        let got = sel.select(&inv, task, None).await.unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].relevance > 0.8, "{got:?}");
     }
 
     #[tokio::test]

@@ -3,21 +3,26 @@
 //! every tool afresh. Reported: role calls per incident (each call of a model-backed role is
 //! one model call) and the tool reuse rate.
 //!
-//! The incidents are synthetic, generated here from a seed: a few components with logs, metric
-//! samples and spans, and one injected fault (an error burst, a latency regression or a CPU
-//! spike) in one component. Each incident poses three explorer sub-tasks (logs, traces,
-//! metrics), worded differently from incident to incident. The roles are deterministic: the
-//! reasoning role is [`TemplatePolicy`]; the coding role is [`FirstDraftCoder`], which writes the
-//! template's query with the time window in the wrong unit on its first round for a contract
-//! (as a coding model often does) and the correct query once it gets feedback.
+//! Two sets of incidents: synthetic ones generated from a seed ([`synthetic`]), and the cases
+//! of a Nezha day folder ([`nezha`]; the earliest cases warm the inventory up, the later ones
+//! are measured). Each incident poses three explorer sub-tasks (logs, traces, metrics),
+//! worded differently from incident to incident. The roles are deterministic stand-ins for the
+//! models, and every call of one counts as a model call: the reasoning role is
+//! [`TemplatePolicy`]; the coding role is [`FirstDraftCoder`], which writes the template's
+//! query with the time window in the wrong unit on its first round for a contract (as a coding
+//! model often does) and the correct query once it gets feedback.
 
+mod nezha;
+mod synthetic;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rca_core::embed::Embedder;
-use rca_core::source::{Level, LogRecord, MetricSample, Span, Value};
-use rca_core::{EmbedError, TimeRange, Timestamp};
+use rca_core::source::Value;
+use rca_core::{EmbedError, TimeRange};
 use rca_tools::lifecycle::{
     Acquisition, ContractWriter, Feedback, LifecycleError, RoleCalls, SqlWriter, TemplatePolicy,
     ToolContract, ToolForge, ToolInventory, ToolLifecycle, ToolSelector, ToolTask, WarmUpReport,
@@ -25,10 +30,19 @@ use rca_tools::lifecycle::{
 use rca_tools::tables::{SandboxLimits, TableError, TableSchema, TelemetryTables};
 use serde::{Deserialize, Serialize};
 
+use crate::nezha::{NezhaError, service_of};
+use synthetic::Rng;
+
 /// What can stop the benchmark.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LifecycleBenchError {
+    /// The dataset has nothing to measure (the message says what is missing).
+    #[error("{0}")]
+    NoData(String),
+    /// Reading the Nezha data failed.
+    #[error(transparent)]
+    Nezha(#[from] NezhaError),
     /// Building an incident's tables failed.
     #[error(transparent)]
     Tables(#[from] TableError),
@@ -37,22 +51,47 @@ pub enum LifecycleBenchError {
     Lifecycle(#[from] LifecycleError),
 }
 
+/// Where the benchmark's incidents come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IncidentSet {
+    /// Incidents generated from the seed.
+    Synthetic {
+        /// Incidents measured.
+        incidents: usize,
+        /// Past incidents whose sub-tasks warm the inventory up before the warm run.
+        warm_up_incidents: usize,
+    },
+    /// The cases of a Nezha dataset's day folder, in time order: the first
+    /// `warm_up_incidents` warm the inventory up, the rest are measured.
+    Nezha {
+        /// The dataset root (holding `rca_data/`).
+        root: PathBuf,
+        /// The day folder (the first one when `None`).
+        day: Option<String>,
+        /// Cases used for the warm-up.
+        warm_up_incidents: usize,
+        /// Use at most this many cases in all (all when `None`).
+        limit: Option<usize>,
+    },
+}
+
 /// The benchmark's knobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LifecycleBenchConfig {
-    /// Incidents measured.
-    pub incidents: usize,
-    /// Past incidents whose sub-tasks warm the inventory up before the warm run.
-    pub warm_up_incidents: usize,
-    /// Seed of the incident generator.
+    /// The incidents.
+    pub set: IncidentSet,
+    /// Seed of the incident generator and of the sub-task wording.
     pub seed: u64,
 }
 
 impl Default for LifecycleBenchConfig {
     fn default() -> Self {
         LifecycleBenchConfig {
-            incidents: 24,
-            warm_up_incidents: 3,
+            set: IncidentSet::Synthetic {
+                incidents: 24,
+                warm_up_incidents: 3,
+            },
             seed: 7,
         }
     }
@@ -98,6 +137,8 @@ fn ratio(a: usize, b: usize) -> f64 {
 pub struct LifecycleBenchReport {
     /// The knobs.
     pub config: LifecycleBenchConfig,
+    /// What the incidents were, in words.
+    pub source: String,
     /// Every tool generated afresh for every incident.
     pub cold: RunStats,
     /// Tools from the persistent inventory, generated only when nothing fits.
@@ -125,12 +166,23 @@ impl LifecycleBenchReport {
                 s.fault_found
             )
         };
+        let warm_up_incidents = match &self.config.set {
+            IncidentSet::Synthetic {
+                warm_up_incidents, ..
+            }
+            | IncidentSet::Nezha {
+                warm_up_incidents, ..
+            } => *warm_up_incidents,
+        };
         let mut out = format!(
-            "Synthetic incidents (seed {}), three explorer sub-tasks each; deterministic roles \
-             (template reasoning role, a coding role that needs one refinement per new contract). \
-             Warm-up: {} past incidents, {} tools generated with {} role calls.\n\n",
+            "{} (seed {}), three explorer sub-tasks each; deterministic roles standing in for \
+             the models (template reasoning role, a coding role that needs one refinement per \
+             new contract); every role call counts as a model call. A cold run generates every \
+             sub-task's tool afresh. Warm-up: {} past incidents, {} tools generated with {} role \
+             calls.\n\n",
+            self.source,
             self.config.seed,
-            self.config.warm_up_incidents,
+            warm_up_incidents,
             self.warm_up.generated,
             self.warm_up.calls.reasoning + self.warm_up.calls.coding
         );
@@ -139,8 +191,7 @@ impl LifecycleBenchReport {
         out.push_str(&row("cold (no inventory)", &self.cold));
         out.push_str(&row("warm (persistent inventory)", &self.warm));
         out.push_str(&format!(
-            "\nAfter the warm run the inventory holds {} tools and the tool graph {} edges. The \
-             Nezha development set is not part of this run.\n",
+            "\nAfter the warm run the inventory holds {} tools and the tool graph {} edges.\n",
             self.inventory_tools, self.graph_edges
         ));
         out
@@ -207,135 +258,38 @@ impl Embedder for BagOfWords {
     }
 }
 
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// What a tool's answer must show to count as finding the fault (used only for scoring).
+pub(crate) enum Truth {
+    /// The tool of sub-task `task` ranks `component` first.
+    FaultTask {
+        /// The sub-task whose modality shows the fault.
+        task: usize,
+        /// The faulty component.
+        component: String,
+    },
+    /// Some sub-task's tool ranks a component of this service (pod name without its two
+    /// trailing parts) first.
+    AnyTask {
+        /// The faulty service.
+        service: String,
+    },
 }
 
-/// The kind of fault injected into a synthetic incident.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    Errors,
-    Latency,
-    Cpu,
-}
-
-struct SyntheticIncident {
-    tables: TelemetryTables,
-    window: TimeRange,
-    fault: Fault,
-    culprit: String,
-    tasks: Vec<(Fault, ToolTask)>,
-}
-
-const LOG_TASKS: [&str; 4] = [
-    "Which components log errors during the incident?",
-    "Count error log lines per component in the incident window",
-    "Find components whose logs show failures or exceptions",
-    "error logs by component",
-];
-const TRACE_TASKS: [&str; 4] = [
-    "Which operations are slow? latency percentiles per operation",
-    "Find spans with high p99 latency in the window",
-    "Latency of calls per component and operation",
-    "slow traces: which operations have high latency",
-];
-const METRIC_TASKS: [&str; 4] = [
-    "Which component shows a CPU or memory metric anomaly?",
-    "Find metric spikes per component in the incident window",
-    "anomalous metrics: z-scores of resource usage",
-    "Is any component's CPU usage spiking?",
-];
-
-fn incident(rng: &mut Rng, limits: SandboxLimits) -> Result<SyntheticIncident, TableError> {
-    let n = 3 + rng.below(5);
-    let components: Vec<String> = (0..n).map(|k| format!("component-{k}")).collect();
-    let culprit = components[rng.below(n)].clone();
-    let fault = [Fault::Errors, Fault::Latency, Fault::Cpu][rng.below(3)];
-    let window = TimeRange::new(Timestamp(600_000), Timestamp(1_200_000));
-    let faulty = |t: Timestamp, c: &str, f: Fault| f == fault && c == culprit && window.contains(t);
-
-    let mut logs = Vec::new();
-    let mut metrics = Vec::new();
-    let mut spans = Vec::new();
-    for step in 0..120i64 {
-        let t = Timestamp(step * 10_000);
-        for (k, c) in components.iter().enumerate() {
-            let noise = rng.below(100);
-            let error = (faulty(t, c, Fault::Errors) && noise < 60) || noise < 2;
-            logs.push(LogRecord {
-                timestamp: t,
-                component: c.clone(),
-                level: Some(if error { Level::Error } else { Level::Info }),
-                message: if error {
-                    "operation failed".into()
-                } else {
-                    "operation done".into()
-                },
-                attributes: Default::default(),
-            });
-            let base = 30.0 + 3.0 * k as f64 + (noise % 7) as f64;
-            metrics.push(MetricSample {
-                timestamp: t,
-                component: c.clone(),
-                metric: "cpu".into(),
-                value: if faulty(t, c, Fault::Cpu) {
-                    base + 55.0
-                } else {
-                    base
-                },
-                labels: Default::default(),
-            });
-            let d = 5_000 + (noise as u64) * 50;
-            spans.push(Span {
-                trace_id: format!("trace-{step}"),
-                span_id: format!("span-{step}-{k}"),
-                parent_id: None,
-                component: c.clone(),
-                operation: format!("op-{k}"),
-                start: t,
-                duration_us: if faulty(t, c, Fault::Latency) {
-                    d * 40
-                } else {
-                    d
-                },
-                error: false,
-                attributes: Default::default(),
-            });
+impl Truth {
+    fn found(&self, task: usize, top: &str) -> bool {
+        match self {
+            Truth::FaultTask { task: t, component } => *t == task && top == component,
+            Truth::AnyTask { service } => service_of(top) == service,
         }
     }
-    let tables = TelemetryTables::new(limits)?;
-    tables.register_logs("logs", &logs)?;
-    tables.register_metrics("metrics", &metrics)?;
-    tables.register_spans("spans", &spans)?;
-    let mut pick = |pool: &[&str]| pool[rng.below(pool.len())].to_string();
-    let tasks = vec![
-        (Fault::Errors, ToolTask::new(pick(&LOG_TASKS), Some(window))),
-        (
-            Fault::Latency,
-            ToolTask::new(pick(&TRACE_TASKS), Some(window)),
-        ),
-        (Fault::Cpu, ToolTask::new(pick(&METRIC_TASKS), Some(window))),
-    ];
-    Ok(SyntheticIncident {
-        tables,
-        window,
-        fault,
-        culprit,
-        tasks,
-    })
+}
+
+/// One incident of the benchmark.
+pub(crate) struct BenchIncident {
+    tables: TelemetryTables,
+    window: TimeRange,
+    tasks: Vec<ToolTask>,
+    truth: Truth,
 }
 
 fn lifecycle(inventory: ToolInventory) -> ToolLifecycle {
@@ -348,16 +302,34 @@ fn add_calls(stats: &mut RunStats, calls: RoleCalls) {
     stats.role_calls += calls.reasoning + calls.coding;
 }
 
-/// Runs one incident's sub-tasks through a lifecycle; records the outcome in `stats`.
+/// How a run obtains each sub-task's tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every sub-task's tool is generated afresh (an empty inventory per sub-task).
+    Cold,
+    /// Tools come from the shared lifecycle's inventory when one fits.
+    Warm,
+}
+
+/// Runs one incident's sub-tasks; records the outcome in `stats`.
 async fn diagnose(
-    lc: &ToolLifecycle,
-    inc: &SyntheticIncident,
+    shared: &ToolLifecycle,
+    mode: Mode,
+    inc: &BenchIncident,
     stats: &mut RunStats,
 ) -> Result<(), LifecycleBenchError> {
     stats.incidents += 1;
     let mut sequence: Vec<String> = Vec::new();
     let mut found = false;
-    for (modality, task) in &inc.tasks {
+    for (index, task) in inc.tasks.iter().enumerate() {
+        let fresh;
+        let lc = match mode {
+            Mode::Cold => {
+                fresh = lifecycle(ToolInventory::new());
+                &fresh
+            }
+            Mode::Warm => shared,
+        };
         stats.acquisitions += 1;
         let got = lc
             .acquire(task, sequence.last().map(String::as_str), &inc.tables)
@@ -383,13 +355,16 @@ async fn diagnose(
             continue;
         };
         sequence.push(name.to_string());
-        let top = result.value(0, "component");
-        if *modality == inc.fault && top == Some(&Value::Text(inc.culprit.clone())) {
+        if let Some(Value::Text(top)) = result.value(0, "component")
+            && inc.truth.found(index, top)
+        {
             stats.fault_found += 1;
             found = true;
         }
     }
-    lc.record_diagnosis(&sequence, found)?;
+    if mode == Mode::Warm {
+        shared.record_diagnosis(&sequence, found)?;
+    }
     Ok(())
 }
 
@@ -399,29 +374,59 @@ pub async fn run(
 ) -> Result<LifecycleBenchReport, LifecycleBenchError> {
     let limits = SandboxLimits {
         max_rows: 1000,
-        memory_bytes: 256 * 1024 * 1024,
-        timeout: Duration::from_secs(30),
+        memory_bytes: 512 * 1024 * 1024,
+        timeout: Duration::from_secs(60),
     };
     let mut rng = Rng(config.seed);
-    let past: Vec<SyntheticIncident> = (0..config.warm_up_incidents)
-        .map(|_| incident(&mut rng, limits))
-        .collect::<Result<_, _>>()?;
-    let measured: Vec<SyntheticIncident> = (0..config.incidents)
-        .map(|_| incident(&mut rng, limits))
-        .collect::<Result<_, _>>()?;
+    let (source, past, measured) = match &config.set {
+        IncidentSet::Synthetic {
+            incidents,
+            warm_up_incidents,
+        } => {
+            let past: Vec<BenchIncident> = (0..*warm_up_incidents)
+                .map(|_| synthetic::incident(&mut rng, limits))
+                .collect::<Result<_, _>>()?;
+            let measured: Vec<BenchIncident> = (0..*incidents)
+                .map(|_| synthetic::incident(&mut rng, limits))
+                .collect::<Result<_, _>>()?;
+            ("Synthetic incidents".to_string(), past, measured)
+        }
+        IncidentSet::Nezha {
+            root,
+            day,
+            warm_up_incidents,
+            limit,
+        } => {
+            let (day, mut all) = nezha::incidents(root, day.as_deref(), *limit, &mut rng, limits)?;
+            if all.len() <= *warm_up_incidents {
+                return Err(LifecycleBenchError::NoData(format!(
+                    "day {day} has {} cases; the warm-up takes {warm_up_incidents} and none would \
+                     be left to measure",
+                    all.len()
+                )));
+            }
+            let measured = all.split_off(*warm_up_incidents);
+            let source = format!(
+                "Nezha day {day}: the first {} cases warm up, the next {} are measured",
+                all.len(),
+                measured.len()
+            );
+            (source, all, measured)
+        }
+    };
 
-    // Cold: every incident starts from an empty inventory.
+    // Cold: every sub-task's tool is generated afresh.
+    let unused = lifecycle(ToolInventory::new());
     let mut cold = RunStats::default();
     for inc in &measured {
-        diagnose(&lifecycle(ToolInventory::new()), inc, &mut cold).await?;
+        diagnose(&unused, Mode::Cold, inc, &mut cold).await?;
     }
 
     // Warm: one inventory, warmed up on past incidents' sub-tasks, kept across incidents.
     let warm_lc = lifecycle(ToolInventory::new());
     let mut warm_up = WarmUpReport::default();
     for inc in &past {
-        let tasks: Vec<ToolTask> = inc.tasks.iter().map(|(_, t)| t.clone()).collect();
-        let r = warm_lc.warm_up(&tasks, &inc.tables).await?;
+        let r = warm_lc.warm_up(&inc.tasks, &inc.tables).await?;
         warm_up.reused += r.reused;
         warm_up.generated += r.generated;
         warm_up.escalated += r.escalated;
@@ -429,11 +434,12 @@ pub async fn run(
     }
     let mut warm = RunStats::default();
     for inc in &measured {
-        diagnose(&warm_lc, inc, &mut warm).await?;
+        diagnose(&warm_lc, Mode::Warm, inc, &mut warm).await?;
     }
     let inventory = warm_lc.inventory()?;
     Ok(LifecycleBenchReport {
         config,
+        source,
         cold,
         warm,
         warm_up,
@@ -446,12 +452,13 @@ pub async fn run(
 mod tests {
     use super::*;
 
-    #[ignore = "known failure, issue 9: a cold run reuses tools generated earlier in the same run (2 reuses); define cold as per-incident or fix the runner"]
     #[tokio::test]
     async fn warm_runs_reuse_tools_and_spend_fewer_calls() {
         let report = run(LifecycleBenchConfig {
-            incidents: 4,
-            warm_up_incidents: 2,
+            set: IncidentSet::Synthetic {
+                incidents: 4,
+                warm_up_incidents: 2,
+            },
             seed: 3,
         })
         .await
@@ -467,5 +474,24 @@ mod tests {
                 .markdown()
                 .contains("| warm (persistent inventory) | 4 | 12 |")
         );
+    }
+
+    #[tokio::test]
+    async fn a_missing_day_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("rca-lc-nodata-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("rca_data")).unwrap();
+        let err = run(LifecycleBenchConfig {
+            set: IncidentSet::Nezha {
+                root: dir.clone(),
+                day: Some("1999-01-01".into()),
+                warm_up_incidents: 1,
+                limit: None,
+            },
+            seed: 1,
+        })
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("no day folder"), "{err}");
+        std::fs::remove_dir_all(dir).ok();
     }
 }
