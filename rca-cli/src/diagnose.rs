@@ -44,6 +44,11 @@ pub struct DiagnoseArgs {
     /// A configuration file (see `rca config check`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Explore with generated SQL tools from this inventory (created when missing, saved
+    /// after the run; see `rca tools warm-up`) instead of the built-in analyzers.
+    #[cfg(feature = "sql")]
+    #[arg(long, value_name = "FILE")]
+    pub generated_tools: Option<PathBuf>,
 }
 
 /// Runs the command.
@@ -146,12 +151,29 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
              that call tools (rca-agents react), not by this command"
         );
     }
+    #[cfg(feature = "sql")]
+    let generated = match &args.generated_tools {
+        Some(path) => {
+            let tools = crate::generated_tools::GeneratedTools::open(path, &loaded)?;
+            explorers = tools.explorers();
+            Some(tools)
+        }
+        None => None,
+    };
     let orchestrator = Orchestrator::new(planner, controller, reasoner, explorers);
     progress.set_message("diagnosing");
     let run = orchestrator
         .run(&loaded.incident, &InMemoryShortTermMemory::new())
         .await
         .context("diagnosis failed")?;
+    #[cfg(feature = "sql")]
+    if let Some(tools) = &generated {
+        let concluded = matches!(
+            run.decision,
+            Some(rca_agents::orchestra::Decision::Conclude { .. })
+        );
+        tools.finish(concluded)?;
+    }
     progress.inc(1);
     progress.set_message("writing the trajectory and reports");
     let bundle = ReportBundle {

@@ -9,6 +9,8 @@ mod diagnose;
 mod eval_cmd;
 mod eval_nezha;
 #[cfg(feature = "sql")]
+mod generated_tools;
+#[cfg(feature = "sql")]
 mod lifecycle;
 mod logs_cmd;
 mod mitigate;
@@ -44,6 +46,10 @@ enum Command {
     /// Print the JSON Schema of the `--json` diagnosis report (published as
     /// docs/report.schema.json).
     ReportSchema,
+    /// Generated SQL tools: pre-generate them from past incidents.
+    #[cfg(feature = "sql")]
+    #[command(subcommand)]
+    Tools(generated_tools::ToolsCommand),
     /// Tool-lifecycle benchmark: warm runs (reused tools) against cold runs.
     #[cfg(feature = "sql")]
     LifecycleBench(lifecycle::BenchArgs),
@@ -68,6 +74,8 @@ fn main() -> anyhow::Result<()> {
         }
         #[cfg(feature = "sql")]
         Command::LifecycleBench(args) => lifecycle::bench(args),
+        #[cfg(feature = "sql")]
+        Command::Tools(command) => run_async(generated_tools::run(command)),
     }
 }
 

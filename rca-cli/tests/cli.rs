@@ -365,3 +365,63 @@ fn diagnose_reports_a_bad_directory_clearly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("incident"), "{err}");
 }
+
+/// `rca tools warm-up` pre-generates tools from a past incident; `rca diagnose
+/// --generated-tools` then explores with them and generates nothing new.
+#[cfg(feature = "sql")]
+#[test]
+fn warm_up_then_diagnose_with_generated_tools() {
+    let root = repo_root();
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("tools.json");
+    let out = rca()
+        .current_dir(&root)
+        .args(["tools", "warm-up", "--inventory"])
+        .arg(&inventory)
+        .arg("examples/recurring-incidents/cases/exception/incident")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |path: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let before = read(&inventory);
+    let tools_before = before["tools"].as_array().unwrap().len();
+    assert!(tools_before >= 2, "{before}");
+    let out = rca()
+        .current_dir(&root)
+        .args(["diagnose", "examples/incidents/trainticket-cpu", "--json"])
+        .arg("--trajectory")
+        .arg(dir.path().join("t.json"))
+        .arg("--generated-tools")
+        .arg(&inventory)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = read(&inventory);
+    let tools = after["tools"].as_array().unwrap();
+    assert_eq!(
+        tools.len(),
+        tools_before,
+        "nothing new was generated: {after}"
+    );
+    let successes: u64 = tools.iter().map(|t| t["successes"].as_u64().unwrap()).sum();
+    assert!(
+        successes > tools_before as u64,
+        "the stored tools ran again: {after}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["evidence"].as_array().unwrap().iter().any(|e| {
+        e["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("generated_tool:"))
+    }));
+}

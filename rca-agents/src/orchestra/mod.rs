@@ -11,10 +11,15 @@
 //! - **Reasoning**: a [`Reasoner`] ranks root-cause candidates and writes the report with its
 //!   evidence chain.
 //!
+//! With the `sql` feature, [`generated::GeneratedToolExplorer`] explores a modality with
+//! generated SQL tools from a shared tool lifecycle (pattern 3).
+//!
 //! Every role is a trait with a deterministic policy in [`policy`]; a host (or the model-backed
 //! roles) can replace any of them, and the same [`Orchestrator`] runs both.
 
 pub mod explorers;
+#[cfg(feature = "sql")]
+pub mod generated;
 pub mod model;
 mod orchestrator;
 pub mod policy;

@@ -169,7 +169,10 @@ mod tests {
             serde_json::from_str(&render_json(&fixtures::bundle().report)).unwrap();
         for field in schema["required"].as_array().into_iter().flatten() {
             let name = field.as_str().unwrap();
-            assert!(json.get(name).is_some(), "serialized report lacks required {name}");
+            assert!(
+                json.get(name).is_some(),
+                "serialized report lacks required {name}"
+            );
         }
     }
 }

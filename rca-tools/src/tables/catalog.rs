@@ -274,6 +274,17 @@ impl TelemetryTables {
         self.register_batches(name, vec![spans_batch(name, spans)?])
     }
 
+    /// Registers an incident directory's telemetry as the tables `logs`, `metrics` and
+    /// `spans` (everything its sources loaded, so nothing at or after the detection time).
+    pub fn register_incident(
+        &self,
+        incident: &crate::sources::incident::IncidentDir,
+    ) -> Result<(), TableError> {
+        self.register_logs("logs", incident.logs.records())?;
+        self.register_metrics("metrics", incident.metrics.samples_all())?;
+        self.register_spans("spans", incident.traces.spans_all())
+    }
+
     /// The registered tables with their typed columns, by name.
     pub async fn schemas(&self) -> Result<Vec<TableSchema>, TableError> {
         let names = self.names.lock().map(|n| n.clone()).unwrap_or_default();
