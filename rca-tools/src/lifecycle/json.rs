@@ -1,39 +1,13 @@
-//! Reading JSON out of a model's answer: code fences stripped, prose around the object
-//! tolerated. (Full JSON repair is a separate concern of rca-llm; this only finds a
-//! well-formed object inside surrounding text.)
+//! Reading a model's answer: the object it holds comes from `rca_llm::json::repair` (fences,
+//! prose and common JSON slips handled there); this module adds the fenced code blocks with
+//! their language tags, which the coding role's SQL arrives in.
 
-/// The first well-formed JSON object in `text`: looks inside code fences first, then scans
-/// the text for balanced `{...}` spans and returns the first that parses.
-pub fn extract_json_object(text: &str) -> Option<serde_json::Value> {
-    for block in fenced_blocks(text) {
-        if let Some(v) = scan_objects(block) {
-            return Some(v);
-        }
-    }
-    scan_objects(text)
-}
-
-/// The bodies of Markdown code fences (```` ```lang ... ``` ````) in order.
-pub fn fenced_blocks(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        // Skip the info string (`json`, `sql`) up to the end of the line.
-        let body_start = after.find('\n').map(|i| i + 1).unwrap_or(after.len());
-        let body = &after[body_start..];
-        match body.find("```") {
-            Some(close) => {
-                out.push(&body[..close]);
-                rest = &body[close + 3..];
-            }
-            None => {
-                out.push(body);
-                break;
-            }
-        }
-    }
-    out
+/// The first JSON object in `text`, repaired by [`rca_llm::json::repair`] when needed.
+pub(crate) fn json_object(text: &str) -> Option<serde_json::Value> {
+    rca_llm::json::repair(text)
+        .ok()
+        .map(|r| r.value)
+        .filter(serde_json::Value::is_object)
 }
 
 /// The language tag of each fence with its body, e.g. `("sql", "SELECT 1")`.
@@ -59,52 +33,6 @@ pub fn fenced_blocks_with_lang(text: &str) -> Vec<(String, &str)> {
     out
 }
 
-fn scan_objects(text: &str) -> Option<serde_json::Value> {
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    while let Some(offset) = text[start..].find('{') {
-        let open = start + offset;
-        if let Some(close) = balanced_end(bytes, open)
-            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text[open..=close])
-            && v.is_object()
-        {
-            return Some(v);
-        }
-        start = open + 1;
-    }
-    None
-}
-
-/// Index of the `}` closing the `{` at `open`, honouring JSON strings and escapes.
-fn balanced_end(bytes: &[u8], open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in bytes.iter().enumerate().skip(open) {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' => depth += 1,
-            b'}' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,19 +40,16 @@ mod tests {
     #[test]
     fn finds_objects_in_fences_and_prose() {
         let fenced = "Here you go:\n```json\n{\"a\": 1}\n```\nanything else?";
+        assert_eq!(json_object(fenced), Some(serde_json::json!({"a": 1})));
+        let prose = "The contract is {\"b\": \"}{\", \"c\": [1]} -- done";
         assert_eq!(
-            extract_json_object(fenced),
-            Some(serde_json::json!({"a": 1}))
-        );
-        let prose = "Sure! {not json} The contract is {\"b\": \"}{\", \"c\": [1]} -- done";
-        assert_eq!(
-            extract_json_object(prose),
+            json_object(prose),
             Some(serde_json::json!({"b": "}{", "c": [1]}))
         );
         let escaped = r#"{"s": "say \"hi\" {"}"#;
-        assert_eq!(extract_json_object(escaped).unwrap()["s"], "say \"hi\" {");
-        assert_eq!(extract_json_object("no object here"), None);
-        assert_eq!(extract_json_object("{\"unclosed\": 1"), None);
+        assert_eq!(json_object(escaped).unwrap()["s"], "say \"hi\" {");
+        assert_eq!(json_object("no object here"), None);
+        assert_eq!(json_object("[1, 2]"), None);
     }
 
     #[test]
@@ -133,6 +58,6 @@ mod tests {
         let blocks = fenced_blocks_with_lang(t);
         assert_eq!(blocks[0], ("sql".to_string(), "SELECT 1\n"));
         assert_eq!(blocks[1], (String::new(), "x\n"));
-        assert_eq!(fenced_blocks("```\nopen"), vec!["open"]);
+        assert_eq!(fenced_blocks_with_lang("```\nopen")[0].1, "open");
     }
 }

@@ -46,7 +46,7 @@ pub use forge::{
 };
 pub use graph::{ToolEdge, ToolGraph};
 pub use inventory::{INVENTORY_FORMAT_VERSION, StoredTool, ToolInventory, quality};
-pub use json::{extract_json_object, fenced_blocks};
+pub use json::fenced_blocks_with_lang;
 pub use manager::{Acquisition, ToolLifecycle, WarmUpReport};
 pub use model_roles::{ModelContractWriter, ModelSqlWriter, parse_contract, parse_sql};
 pub use roles::{ContractWriter, Feedback, FeedbackKind, SqlWriter, ToolTask};

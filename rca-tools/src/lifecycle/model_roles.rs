@@ -8,7 +8,7 @@ use rca_core::llm::{ChatModel, CompletionRequest, Message};
 
 use super::contract::ToolContract;
 use super::error::LifecycleError;
-use super::json::{extract_json_object, fenced_blocks_with_lang};
+use super::json::{fenced_blocks_with_lang, json_object};
 use super::roles::{ContractWriter, Feedback, SqlWriter, ToolTask};
 use crate::tables::TableSchema;
 
@@ -109,8 +109,8 @@ pub fn parse_contract(raw: &str) -> Result<ToolContract, LifecycleError> {
         message,
         raw: raw.to_string(),
     };
-    let value = extract_json_object(raw)
-        .ok_or_else(|| malformed("no JSON object in the answer".to_string()))?;
+    let value =
+        json_object(raw).ok_or_else(|| malformed("no JSON object in the answer".to_string()))?;
     // Some models wrap the object: {"contract": {...}}.
     let value = match value.get("contract") {
         Some(inner) if inner.is_object() => inner.clone(),
@@ -162,7 +162,7 @@ impl SqlWriter for ModelSqlWriter {
 /// Reads a query from a model's answer: a JSON object's `sql` (or `query`) field, else a
 /// ```` ```sql ```` fence, else the answer itself when it starts like a query.
 pub fn parse_sql(raw: &str) -> Result<String, LifecycleError> {
-    if let Some(v) = extract_json_object(raw)
+    if let Some(v) = json_object(raw)
         && let Some(sql) = ["sql", "query"]
             .iter()
             .find_map(|k| v.get(*k).and_then(|s| s.as_str()))
