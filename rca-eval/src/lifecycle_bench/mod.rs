@@ -3,8 +3,8 @@
 //! every tool afresh. Reported: role calls per incident (each call of a model-backed role is
 //! one model call) and the tool reuse rate.
 //!
-//! Two sets of incidents: synthetic ones generated from a seed ([`synthetic`]), and the cases
-//! of a Nezha day folder ([`nezha`]; the earliest cases warm the inventory up, the later ones
+//! Two sets of incidents: synthetic ones generated from a seed (module `synthetic`), and the cases
+//! of a Nezha day folder (module `nezha`; the earliest cases warm the inventory up, the later ones
 //! are measured). Each incident poses three explorer sub-tasks (logs, traces, metrics),
 //! worded differently from incident to incident. The roles are deterministic stand-ins for the
 //! models, and every call of one counts as a model call: the reasoning role is

@@ -45,7 +45,9 @@ pub use forge::{
     ForgedTool, RoleCalls, ToolForge,
 };
 pub use graph::{ToolEdge, ToolGraph};
-pub use inventory::{INVENTORY_FORMAT_VERSION, StoredTool, ToolInventory, quality};
+pub use inventory::{
+    INVENTORY_FORMAT_VERSION, MAX_TASKS_REMEMBERED, StoredTool, ToolInventory, quality,
+};
 pub use json::fenced_blocks_with_lang;
 pub use manager::{Acquisition, ToolLifecycle, WarmUpReport};
 pub use model_roles::{ModelContractWriter, ModelSqlWriter, parse_contract, parse_sql};
