@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rca_core::embed::Embedder;
+use rca_core::TimeRange;
 use rca_core::source::Value;
-use rca_core::{EmbedError, TimeRange};
+use rca_llm::HashingEmbedder;
 use rca_tools::lifecycle::{
     Acquisition, ContractWriter, Feedback, LifecycleError, RoleCalls, SqlWriter, TemplatePolicy,
     ToolContract, ToolForge, ToolInventory, ToolLifecycle, ToolSelector, ToolTask, WarmUpReport,
@@ -177,7 +177,8 @@ impl LifecycleBenchReport {
         let mut out = format!(
             "{} (seed {}), three explorer sub-tasks each; deterministic roles standing in for \
              the models (template reasoning role, a coding role that needs one refinement per \
-             new contract); every role call counts as a model call. A cold run generates every \
+             new contract); every role call counts as a model call; selection embeds with the \
+             hashing embedder. A cold run generates every \
              sub-task's tool afresh. Warm-up: {} past incidents, {} tools generated with {} role \
              calls.\n\n",
             self.source,
@@ -226,38 +227,6 @@ impl SqlWriter for FirstDraftCoder {
     }
 }
 
-/// Bag-of-words feature hashing (256 buckets) for selection in this benchmark.
-struct BagOfWords;
-
-#[async_trait]
-impl Embedder for BagOfWords {
-    fn dimension(&self) -> usize {
-        256
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0f32; 256];
-                for w in t
-                    .split(|c: char| !c.is_ascii_alphanumeric())
-                    .filter(|w| w.len() > 2)
-                {
-                    let h = w
-                        .to_ascii_lowercase()
-                        .bytes()
-                        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                        });
-                    v[(h % 256) as usize] += 1.0;
-                }
-                v
-            })
-            .collect())
-    }
-}
-
 /// What a tool's answer must show to count as finding the fault (used only for scoring).
 pub(crate) enum Truth {
     /// The tool of sub-task `task` ranks `component` first.
@@ -295,7 +264,11 @@ pub(crate) struct BenchIncident {
 fn lifecycle(inventory: ToolInventory) -> ToolLifecycle {
     let reasoner: Arc<dyn ContractWriter> = Arc::new(TemplatePolicy);
     let forge = ToolForge::new(reasoner, Arc::new(FirstDraftCoder));
-    ToolLifecycle::new(inventory, ToolSelector::new(Arc::new(BagOfWords)), forge)
+    ToolLifecycle::new(
+        inventory,
+        ToolSelector::new(Arc::new(HashingEmbedder::default())),
+        forge,
+    )
 }
 
 fn add_calls(stats: &mut RunStats, calls: RoleCalls) {
