@@ -3,14 +3,13 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use rca_core::logs::{LogSegmenter, TemplateMiner};
 use rca_tools::logs::{
-    DEFAULT_MAX_LINE_BYTES, LogFormat, MinerConfig, SegmentConfig, SemanticSegmenter,
-    mine_parallel, read_lines,
+    DEFAULT_MAX_LINE_BYTES, LogFormat, MineOptions, MinedLog, MinerConfig, SegmentConfig,
+    SemanticSegmenter, mine_file, read_lines,
 };
 
 use rca_llm::{HashingConfig, HashingEmbedder};
@@ -123,17 +122,32 @@ fn load(input: &InputArgs) -> Result<Vec<String>> {
 }
 
 fn templates(a: TemplatesArgs) -> Result<()> {
-    let bodies = load(&a.input)?;
     let threads = a.threads.max(1);
-    let started = Instant::now();
-    let (miner, ids) = mine_parallel(&bodies, &MinerConfig::default(), threads)?;
-    let seconds = started.elapsed().as_secs_f64();
-    eprintln!(
-        "stats: lines={} seconds={seconds:.6} lines_per_second={:.0} threads={threads} templates={}",
-        bodies.len(),
-        bodies.len() as f64 / seconds.max(1e-9),
-        miner.template_count()
-    );
+    let format = a
+        .input
+        .format
+        .as_deref()
+        .map(LogFormat::parse)
+        .transpose()?;
+    let options = MineOptions {
+        config: MinerConfig::default(),
+        format,
+        max_line_bytes: a.input.max_line_bytes.max(1),
+        threads,
+        keep_ids: a.per_line,
+    };
+    let mined = mine_file(&a.input.file, &options)?;
+    if !mined.notes.is_clean() || mined.notes.lines == 0 {
+        eprintln!("{}", mined.notes);
+    }
+    if mined.unmatched > 0 {
+        eprintln!(
+            "note: {} of {} lines did not match the format; their whole line was mined",
+            mined.unmatched, mined.notes.lines
+        );
+    }
+    eprintln!("{}", stats_line(&mined, threads));
+    let MinedLog { miner, ids, .. } = mined;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.per_line {
@@ -164,6 +178,40 @@ fn templates(a: TemplatesArgs) -> Result<()> {
         }
     }
     Ok(out.flush()?)
+}
+
+/// The `stats:` line: `key=value` pairs for scripts (benches/compare/compare.sh reads
+/// `lines_per_second` and `cpus_used`). The timed region is the whole run from file bytes to
+/// merged templates: reading, repairing, header parsing, masking, mining and merging.
+/// `cpus_used` is the workers' CPU time over the parallel phase's wall time: the cores the
+/// run actually got (on a busy machine it can stay near 1 whatever `--threads` says).
+fn stats_line(mined: &MinedLog, threads: usize) -> String {
+    let t = &mined.timings;
+    let lines = mined.notes.lines;
+    let cpu: Option<f64> = t.worker_cpu_seconds.iter().copied().sum();
+    let list = |v: Vec<String>| v.join(",");
+    format!(
+        "stats: lines={lines} seconds={:.6} lines_per_second={:.0} threads={threads} templates={} \
+         split_seconds={:.6} workers_seconds={:.6} merge_seconds={:.6} worker_seconds={} \
+         worker_cpu_seconds={} cpus_used={}",
+        t.total_seconds,
+        lines as f64 / t.total_seconds.max(1e-9),
+        mined.miner.template_count(),
+        t.split_seconds,
+        t.workers_seconds,
+        t.merge_seconds,
+        list(t.worker_seconds.iter().map(|s| format!("{s:.6}")).collect()),
+        list(
+            t.worker_cpu_seconds
+                .iter()
+                .map(|s| s.map_or("na".to_string(), |s| format!("{s:.6}")))
+                .collect()
+        ),
+        cpu.map_or("na".to_string(), |c| format!(
+            "{:.2}",
+            c / t.workers_seconds.max(1e-9)
+        )),
+    )
 }
 
 async fn segment(a: SegmentArgs) -> Result<()> {

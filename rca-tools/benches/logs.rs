@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rca_llm::{HashingConfig, HashingEmbedder};
 use rca_tools::logs::{
-    LogFormat, MinerConfig, OnlineMiner, SegmentConfig, mine_parallel, read_lines, segment_lines,
+    LogFormat, MineOptions, MinerConfig, OnlineMiner, SegmentConfig, mine_bytes, mine_parallel,
+    read_lines, segment_lines,
 };
 
 fn shared_dir() -> PathBuf {
@@ -111,6 +112,20 @@ fn miner(c: &mut Criterion) {
             m.template_count()
         })
     });
+    // From raw bytes: every worker reads, repairs and mines its own chunk (as the CLI does).
+    let raw: Vec<u8> = lines
+        .iter()
+        .flat_map(|l| l.bytes().chain([b'\n']))
+        .collect();
+    for threads in [1, 2] {
+        g.bench_function(format!("raw-bytes/{threads}-thread"), |b| {
+            let opts = MineOptions {
+                threads,
+                ..MineOptions::default()
+            };
+            b.iter(|| mine_bytes(&raw, &opts).unwrap().miner.template_count())
+        });
+    }
     g.finish();
 }
 

@@ -28,6 +28,8 @@ pub struct LogFormat {
     regex: Regex,
     fields: Vec<String>,
     content: Option<usize>,
+    /// Capture-group index of the `<Content>` field in `regex`.
+    content_slot: Option<usize>,
     level: Option<usize>,
 }
 
@@ -94,11 +96,16 @@ impl LogFormat {
         let regex = Regex::new(&regex).map_err(|e| invalid(e.to_string()))?;
         let content = fields.iter().position(|f| f == CONTENT_FIELD);
         let level = fields.iter().position(|f| f.eq_ignore_ascii_case("Level"));
+        let content_slot = content.and_then(|c| {
+            let name = format!("f{c}");
+            regex.capture_names().position(|n| n == Some(name.as_str()))
+        });
         Ok(LogFormat {
             pattern: pattern.to_string(),
             regex,
             fields,
             content,
+            content_slot,
             level,
         })
     }
@@ -111,6 +118,17 @@ impl LogFormat {
     /// The field names in pattern order.
     pub fn fields(&self) -> &[String] {
         &self.fields
+    }
+
+    /// The message body of a line (what [`LogFormat::parse_line`] returns as `content`,
+    /// without collecting the header fields); `None` when the line does not match.
+    pub fn body<'a>(&self, line: &'a str) -> Option<&'a str> {
+        let line = line.trim();
+        let caps = self.regex.captures(line)?;
+        Some(match self.content_slot {
+            Some(slot) => caps.get(slot).map_or("", |m| m.as_str()),
+            None => line,
+        })
     }
 
     /// Splits a line into header fields and body; `None` when the line does not match (the
@@ -225,6 +243,31 @@ mod tests {
         // Repeated field names are fine.
         let f = LogFormat::parse("<A> <A> <Content>").unwrap();
         assert_eq!(f.parse_line("x y z").unwrap().content, "z");
+    }
+
+    #[test]
+    fn body_is_parse_line_content() {
+        let cases = [
+            (
+                r"<Date> <Time> <Level> (\[<PID>\])? <Component>: <Content>",
+                "2024-01-01 10:00:00 WARN [42] db: slow query 3s",
+            ),
+            (
+                r"<Time>\|<Component>\|<Pid>\|<Content>",
+                "1|a|2|hello there",
+            ),
+            ("<A> <B>", "x y"),
+            ("<A> <A> <Content>", "x y z"),
+            (r"\[<Time>\] <Content>", "no brackets here"),
+        ];
+        for (pattern, line) in cases {
+            let f = LogFormat::parse(pattern).unwrap();
+            assert_eq!(
+                f.body(line),
+                f.parse_line(line).map(|p| p.content),
+                "{pattern}"
+            );
+        }
     }
 
     #[test]

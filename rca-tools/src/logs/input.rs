@@ -2,7 +2,9 @@
 //! decoded lossily, NUL bytes become spaces, CRLF endings are stripped and over-long lines are
 //! truncated; every repair is counted so the caller can print a clear note.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::io::{self, BufRead};
 
 /// Default cap on the length of one line (bytes); longer lines are truncated and flagged.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024;
@@ -71,59 +73,152 @@ impl fmt::Display for InputNotes {
 pub fn read_lines(bytes: &[u8], max_line_bytes: usize) -> (Vec<String>, InputNotes) {
     let mut notes = InputNotes::default();
     let mut lines = Vec::new();
+    let mut scratch = Vec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
-        let (mut line, next) = match memchr_newline(rest) {
+        let (line, next) = match memchr::memchr(b'\n', rest) {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, &rest[rest.len()..]),
         };
         rest = next;
-        if let Some(stripped) = line.strip_suffix(b"\r") {
-            line = stripped;
-            notes.crlf += 1;
-        }
-        notes.lines += 1;
-        let mut owned;
-        let mut cut = line;
-        if cut.len() > max_line_bytes {
-            cut = &cut[..max_line_bytes];
-            notes.truncated += 1;
-            if notes.truncated_lines.len() < 5 {
-                notes.truncated_lines.push(notes.lines);
-            }
-        }
-        if cut.contains(&0) {
-            notes.nul += 1;
-            owned = cut.to_vec();
-            owned
-                .iter_mut()
-                .filter(|b| **b == 0)
-                .for_each(|b| *b = b' ');
-            cut = &owned;
-            lines.push(decode(cut, line.len() > max_line_bytes, &mut notes));
-        } else {
-            lines.push(decode(cut, line.len() > max_line_bytes, &mut notes));
-        }
+        let kept = &line[..line.len().min(max_line_bytes.saturating_add(1))];
+        lines.push(
+            repair_line(
+                kept,
+                line.len(),
+                line.last() == Some(&b'\r'),
+                max_line_bytes,
+                &mut notes,
+                &mut scratch,
+            )
+            .into_owned(),
+        );
     }
     (lines, notes)
 }
 
-fn decode(bytes: &[u8], truncated: bool, notes: &mut InputNotes) -> String {
+/// Repairs one line. `kept` holds the first bytes of the line (without its `\n`), at least
+/// `min(full_len, max_line_bytes + 1)` of them; `full_len` is the length of the whole line and
+/// `ends_with_cr` whether its last byte is `\r`. Counts the line and every repair in `notes`;
+/// `scratch` is reused for NUL replacement.
+pub(crate) fn repair_line<'a>(
+    kept: &'a [u8],
+    full_len: usize,
+    ends_with_cr: bool,
+    max_line_bytes: usize,
+    notes: &mut InputNotes,
+    scratch: &'a mut Vec<u8>,
+) -> Cow<'a, str> {
+    let mut cut = kept;
+    let mut len = full_len;
+    if ends_with_cr && len > 0 {
+        len -= 1;
+        cut = &cut[..cut.len().min(len)];
+        notes.crlf += 1;
+    }
+    notes.lines += 1;
+    let truncated = len > max_line_bytes;
+    if truncated {
+        cut = &cut[..cut.len().min(max_line_bytes)];
+        notes.truncated += 1;
+        if notes.truncated_lines.len() < 5 {
+            notes.truncated_lines.push(notes.lines);
+        }
+    }
+    if memchr::memchr(0, cut).is_some() {
+        notes.nul += 1;
+        scratch.clear();
+        scratch.extend(cut.iter().map(|&b| if b == 0 { b' ' } else { b }));
+        return decode(scratch, truncated, notes);
+    }
+    decode(cut, truncated, notes)
+}
+
+fn decode<'a>(bytes: &'a [u8], truncated: bool, notes: &mut InputNotes) -> Cow<'a, str> {
     match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_string(),
+        Ok(s) => Cow::Borrowed(s),
         Err(e) if truncated && e.error_len().is_none() => {
             // The cut fell inside a multi-byte character: drop the partial character.
-            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
+            String::from_utf8_lossy(&bytes[..e.valid_up_to()])
         }
         Err(_) => {
             notes.invalid_utf8 += 1;
-            String::from_utf8_lossy(bytes).into_owned()
+            String::from_utf8_lossy(bytes)
         }
     }
 }
 
-fn memchr_newline(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n')
+/// Reads repaired lines from a buffered reader one at a time, holding at most
+/// `max_line_bytes + 1` bytes of a line in memory however long the line is.
+pub(crate) struct LineReader<R> {
+    inner: R,
+    max_line_bytes: usize,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    notes: InputNotes,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// A reader over `inner` with the truncation cap `max_line_bytes`.
+    pub(crate) fn new(inner: R, max_line_bytes: usize) -> Self {
+        LineReader {
+            inner,
+            max_line_bytes,
+            buf: Vec::new(),
+            scratch: Vec::new(),
+            notes: InputNotes::default(),
+        }
+    }
+
+    /// The next repaired line, `None` at the end of the input.
+    pub(crate) fn next_line(&mut self) -> io::Result<Option<Cow<'_, str>>> {
+        self.buf.clear();
+        let keep = self.max_line_bytes.saturating_add(1);
+        let mut full_len = 0usize;
+        let mut last = None;
+        let mut any = false;
+        loop {
+            let avail = match self.inner.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                if !any {
+                    return Ok(None);
+                }
+                break;
+            }
+            any = true;
+            let (take, done) = match memchr::memchr(b'\n', avail) {
+                Some(i) => (i, true),
+                None => (avail.len(), false),
+            };
+            let room = keep.saturating_sub(self.buf.len()).min(take);
+            self.buf.extend_from_slice(&avail[..room]);
+            full_len += take;
+            if take > 0 {
+                last = avail.get(take - 1).copied();
+            }
+            self.inner.consume(if done { take + 1 } else { take });
+            if done {
+                break;
+            }
+        }
+        Ok(Some(repair_line(
+            &self.buf,
+            full_len,
+            last == Some(b'\r'),
+            self.max_line_bytes,
+            &mut self.notes,
+            &mut self.scratch,
+        )))
+    }
+
+    /// What was repaired so far.
+    pub(crate) fn into_notes(self) -> InputNotes {
+        self.notes
+    }
 }
 
 #[cfg(test)]

@@ -473,6 +473,13 @@ impl OnlineMiner {
         map
     }
 
+    /// For every template index (live or merged), the live id it resolves to.
+    pub(crate) fn live_table(&self) -> Vec<TemplateId> {
+        (0..self.clusters.len())
+            .map(|i| self.resolve_idx(i as u32) as TemplateId)
+            .collect()
+    }
+
     /// Serialises the state (templates, statistics, cache, families) as JSON with a format
     /// version.
     pub fn save(&self) -> Result<String, LogsError> {

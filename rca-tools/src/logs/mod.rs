@@ -22,7 +22,7 @@ pub use format::{CONTENT_FIELD, LogFormat, ParsedLine, detect_level};
 pub use input::{DEFAULT_MAX_LINE_BYTES, InputNotes, read_lines};
 pub use mask::{WILDCARD, mask_line};
 pub use miner::{MinerConfig, OnlineMiner, STATE_VERSION};
-pub use parallel::mine_parallel;
+pub use parallel::{MineOptions, MineTimings, MinedLog, mine_bytes, mine_file, mine_parallel};
 pub use segment::{SegmentConfig, SemanticSegmenter, segment_lines};
 
 #[cfg(test)]
