@@ -213,9 +213,31 @@ fn bundled_incident_opens_and_converges() {
     let mut findings = MetricAnalyzer::default().analyze(inc.metrics.samples_all(), &metric_window);
     findings.extend(TraceAnalyzer::default().analyze(inc.traces.spans_all(), &event_window));
     findings.extend(LogAnalyzer::default().analyze(inc.logs.records(), &event_window));
+    findings.extend(
+        rca_tools::analyze::events::EventAnalyzer::default().analyze(
+            inc.logs.records(),
+            inc.traces.spans_all(),
+            &event_window,
+            &rca_tools::analyze::logs::simple_template,
+        ),
+    );
     let ranked = nezha::ranker().rank(&findings);
     let top = &ranked[0];
     assert!(top.modalities.len() >= 2, "{top:?}");
+    // The bundled incident is case 2023-01-29/24; its true root cause ranks first, and the
+    // evidence ranking of `rca diagnose` agrees with the finding ranking.
+    if let Some(root) = data("nezha-trainticket") {
+        let days = nezha::discover(&root).unwrap();
+        let case = days
+            .iter()
+            .flat_map(|d| &d.cases)
+            .find(|c| c.id == "2023-01-29/24")
+            .unwrap();
+        assert_eq!(top.component, case.truth_pod);
+    }
+    let evidence: Vec<_> = findings.iter().map(|f| f.to_evidence()).collect();
+    let by_evidence = nezha::ranker().rank_evidence(&evidence);
+    assert_eq!(by_evidence[0].component, top.component);
     assert!(
         top.findings
             .iter()
