@@ -11,6 +11,7 @@ use rca_agents::orchestra::model::{ModelController, ModelPlanner, ModelReasoner}
 use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
 use rca_agents::orchestra::{Controller, Explorer, Orchestrator, Planner, Reasoner};
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
+use rca_tools::analyze::events::EventAnalyzer;
 use rca_tools::analyze::logs::LogAnalyzer;
 use rca_tools::analyze::metrics::MetricAnalyzer;
 use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
@@ -118,10 +119,15 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     }
     if !loaded.logs.records().is_empty() {
         let l = &loaded.logs;
-        explorers.push(Arc::new(TelemetryExplorer::new(
+        let mut logs = TelemetryExplorer::new(
             Telemetry::Logs(Arc::new(l.clone()), LogAnalyzer::default()),
             windows,
-        )));
+        );
+        if !loaded.traces.spans_all().is_empty() {
+            // Log lines joined to their spans: what each operation's requests stopped doing.
+            logs = logs.with_spans(Arc::new(loaded.traces.clone()), EventAnalyzer::default());
+        }
+        explorers.push(Arc::new(logs));
     }
     anyhow::ensure!(
         !explorers.is_empty(),

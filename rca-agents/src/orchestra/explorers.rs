@@ -11,6 +11,7 @@ use rca_tools::analyze::{Finding, Window};
 
 // The analyzers appear in [`Telemetry`]; re-exported so hosts that link only rca-agents can
 // name them.
+pub use rca_tools::analyze::events::EventAnalyzer;
 pub use rca_tools::analyze::logs::LogAnalyzer;
 pub use rca_tools::analyze::metrics::MetricAnalyzer;
 pub use rca_tools::analyze::traces::TraceAnalyzer;
@@ -75,6 +76,7 @@ pub struct TelemetryExplorer {
     name: String,
     telemetry: Telemetry,
     windows: WindowPolicy,
+    spans: Option<(Arc<dyn TraceSource>, EventAnalyzer)>,
     /// How many findings (strongest first) become evidence.
     pub max_evidence: usize,
 }
@@ -100,8 +102,17 @@ impl TelemetryExplorer {
             name: name.to_string(),
             telemetry,
             windows,
-            max_evidence: 25,
+            spans: None,
+            max_evidence: 200,
         }
+    }
+
+    /// A logs explorer that also joins log lines to their spans (by the `trace_id` and
+    /// `span_id` attributes) and runs the [`EventAnalyzer`]: per operation, which log lines
+    /// and calls its spans stopped (or started) showing. Other explorers ignore it.
+    pub fn with_spans(mut self, spans: Arc<dyn TraceSource>, analyzer: EventAnalyzer) -> Self {
+        self.spans = Some((spans, analyzer));
+        self
     }
 
     async fn findings(
@@ -157,7 +168,25 @@ impl TelemetryExplorer {
                     .map_err(fail)?;
                 let mut a = analyzer.clone();
                 a.min_z = loosen(a.min_z);
-                (a.analyze(&records, window), records.len())
+                let mut findings = a.analyze(&records, window);
+                if let Some((traces, events)) = &self.spans {
+                    let spans: Vec<_> = traces
+                        .spans(&TraceQuery::range(range))
+                        .await
+                        .map_err(fail)?
+                        .try_collect()
+                        .await
+                        .map_err(fail)?;
+                    let mut e = events.clone();
+                    e.min_z = loosen(e.min_z);
+                    findings.extend(e.analyze(
+                        &records,
+                        &spans,
+                        window,
+                        &rca_tools::analyze::logs::simple_template,
+                    ));
+                }
+                (findings, records.len())
             }
         })
     }

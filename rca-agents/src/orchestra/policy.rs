@@ -7,6 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rca_core::trajectory::RootCauseCandidate;
 use rca_core::{DiagnosisReport, Evidence, Incident, Modality, Responsibility};
+use rca_tools::analyze::classify;
+use rca_tools::analyze::rank::Ranker;
 
 use super::roles::{
     Controller, Decision, InvestigationView, OrchestraError, Plan, Planner, Reasoner,
@@ -150,26 +152,23 @@ impl Default for ConvergenceController {
 }
 
 impl ConvergenceController {
-    /// The converging component with its agreeing modalities, strongest first.
+    /// The converging component with its agreeing modalities: of the components with evidence
+    /// from at least `min_modalities` modalities (each at least `min_score`), the one the
+    /// shared [`Ranker::multimodal`] ranks highest.
     pub fn converged(&self, evidence: &[Evidence]) -> Option<(String, Vec<Modality>)> {
-        modality_scores(evidence)
+        let per = modality_scores(evidence);
+        Ranker::multimodal()
+            .rank_evidence(evidence)
             .into_iter()
-            .filter_map(|(component, per)| {
-                let agreeing: Vec<(Modality, f64)> = per
-                    .into_iter()
-                    .filter(|(_, s)| *s >= self.min_score)
+            .find_map(|r| {
+                let agreeing: Vec<Modality> = per
+                    .get(&r.component)?
+                    .iter()
+                    .filter(|(_, s)| **s >= self.min_score)
+                    .map(|(m, _)| m.clone())
                     .collect();
-                (agreeing.len() >= self.min_modalities.max(1)).then(|| {
-                    let total: f64 = agreeing.iter().map(|(_, s)| s).sum();
-                    (
-                        component,
-                        agreeing.into_iter().map(|(m, _)| m).collect(),
-                        total,
-                    )
-                })
+                (agreeing.len() >= self.min_modalities.max(1)).then_some((r.component, agreeing))
             })
-            .max_by(|a, b| a.2.total_cmp(&b.2).then_with(|| b.0.cmp(&a.0)))
-            .map(|(c, m, _)| (c, m))
     }
 }
 
@@ -203,23 +202,24 @@ impl Controller for ConvergenceController {
 /// Names the fault type of a component from its evidence, when it can.
 pub type FaultClassifier = Arc<dyn Fn(&str, &[&Evidence]) -> Option<String> + Send + Sync>;
 
-/// Ranks components by their evidence: the sum over modalities of the strongest score, with a
-/// bonus per extra modality that agrees, and writes the report from the top candidate's
-/// evidence chain.
+/// Ranks components by their evidence with the shared [`Ranker`] of `rca_tools::analyze`
+/// (the one `rca eval nezha` scores), names fault types with the shared classifier, and writes
+/// the report from the top candidate's evidence chain.
 #[derive(Clone)]
 pub struct EvidenceReasoner {
-    /// Added share per extra agreeing modality (0.5: two modalities count 1.5x).
-    pub convergence_bonus: f64,
+    /// How evidence is combined ([`Ranker::multimodal`] by default).
+    pub ranker: Ranker,
     /// How many candidates to list.
     pub max_candidates: usize,
-    /// Optional fault-type classifier.
+    /// Optional fault-type classifier ([`rca_tools::analyze::classify::fault_type`] by
+    /// default).
     pub classifier: Option<FaultClassifier>,
 }
 
 impl std::fmt::Debug for EvidenceReasoner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EvidenceReasoner")
-            .field("convergence_bonus", &self.convergence_bonus)
+            .field("ranker", &self.ranker)
             .field("max_candidates", &self.max_candidates)
             .field("classifier", &self.classifier.is_some())
             .finish()
@@ -229,9 +229,11 @@ impl std::fmt::Debug for EvidenceReasoner {
 impl Default for EvidenceReasoner {
     fn default() -> Self {
         EvidenceReasoner {
-            convergence_bonus: 0.5,
+            ranker: Ranker::multimodal(),
             max_candidates: 5,
-            classifier: None,
+            classifier: Some(Arc::new(|_, evidence: &[&Evidence]| {
+                classify::fault_type(evidence).map(str::to_string)
+            })),
         }
     }
 }
@@ -239,38 +241,28 @@ impl Default for EvidenceReasoner {
 impl EvidenceReasoner {
     /// Ranked candidates (best first; ties broken by name).
     pub fn rank(&self, evidence: &[Evidence]) -> Vec<RootCauseCandidate> {
-        let mut ranked: Vec<RootCauseCandidate> = modality_scores(evidence)
+        self.ranker
+            .rank_evidence(evidence)
             .into_iter()
-            .map(|(component, per)| {
-                let positive: Vec<f64> = per.values().map(|s| s.max(0.0)).collect();
-                let agreeing = positive.iter().filter(|s| **s > 0.0).count();
-                let sum: f64 = positive.iter().sum();
-                let score =
-                    sum * (1.0 + self.convergence_bonus * agreeing.saturating_sub(1) as f64);
+            .map(|r| {
                 let own: Vec<&Evidence> = evidence
                     .iter()
-                    .filter(|e| e.component == component)
+                    .filter(|e| e.component == r.component)
                     .collect();
                 let time = own
                     .iter()
                     .filter(|e| e.score > 0.0)
                     .map(|e| e.observed_at)
                     .min();
-                let fault_type = self.classifier.as_ref().and_then(|c| c(&component, &own));
+                let fault_type = self.classifier.as_ref().and_then(|c| c(&r.component, &own));
                 RootCauseCandidate {
-                    component,
+                    component: r.component,
                     fault_type,
                     time,
-                    score,
+                    score: r.score,
                 }
             })
-            .collect();
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.component.cmp(&b.component))
-        });
-        ranked
+            .collect()
     }
 }
 

@@ -1,12 +1,15 @@
 //! Ranking root-cause pods for one case from the analyzers' evidence, and naming the fault
-//! type from the kind of evidence that convicts the top pod.
+//! type from the kind of evidence that convicts the top pod. The ranker and the fault-type
+//! classifier are those of `rca diagnose` (`Ranker::multimodal`, `classify::fault_type`).
 
-use rca_core::{Evidence, Modality};
-use rca_tools::analyze::logs::LogAnalyzer;
+use rca_core::Evidence;
+use rca_tools::analyze::Finding;
+use rca_tools::analyze::classify;
+use rca_tools::analyze::events::EventAnalyzer;
+use rca_tools::analyze::logs::{LogAnalyzer, simple_template};
 use rca_tools::analyze::metrics::MetricAnalyzer;
 use rca_tools::analyze::rank::{RankedComponent, Ranker};
 use rca_tools::analyze::traces::TraceAnalyzer;
-use rca_tools::analyze::{Finding, Signal};
 use serde::Serialize;
 
 use super::loader::CaseData;
@@ -22,22 +25,14 @@ pub struct CaseDiagnosis {
     pub evidence: Vec<Evidence>,
 }
 
-/// The ranker used for Nezha cases. Modalities are weighted by how specific their anomalies
-/// are to the faulty component rather than to its symptoms: latency (traces) propagates to
-/// every caller on the path, and resource and request KPIs (metrics) move with load and with
-/// the callers' retries, while a component's own log behaviour (templates vanishing or
-/// appearing, error share) changes mostly where the fault is. Logs 1, metrics 1/2, traces
-/// 1/4; chosen on the development day (see `docs/arch/nezha.md`).
+/// The ranker used for Nezha cases: the shared [`Ranker::multimodal`].
 pub fn ranker() -> Ranker {
-    let mut r = Ranker::default();
-    r.weights.insert(Modality::Logs, 1.0);
-    r.weights.insert(Modality::Metrics, 0.5);
-    r.weights.insert(Modality::Traces, 0.25);
-    r
+    Ranker::multimodal()
 }
 
-/// Runs the metric, trace and log analyzers over a case and ranks its components, with the
-/// simple built-in log templater. Reads only telemetry, never the ground truth.
+/// Runs the metric, trace, span-event and log analyzers over a case and ranks its
+/// components, with the simple built-in log templater. Reads only telemetry, never the
+/// ground truth.
 pub fn diagnose_case(data: &CaseData) -> CaseDiagnosis {
     diagnose_case_with(data, false)
 }
@@ -51,6 +46,12 @@ pub fn diagnose_case_with(data: &CaseData, use_miner: bool) -> CaseDiagnosis {
     }
     if let Some(w) = &data.event_window {
         findings.extend(TraceAnalyzer::default().analyze(&data.spans, w));
+        findings.extend(EventAnalyzer::default().analyze(
+            &data.logs,
+            &data.spans,
+            w,
+            &simple_template,
+        ));
         if use_miner {
             let mut miner = rca_tools::logs::OnlineMiner::default();
             findings.extend(LogAnalyzer::default().analyze_with_miner(&data.logs, w, &mut miner));
@@ -81,52 +82,11 @@ pub fn diagnose_case_with(data: &CaseData, use_miner: bool) -> CaseDiagnosis {
     }
 }
 
-/// Names the fault type from the findings about the top candidate:
-/// a CPU KPI that moved most -> `cpu_contention`; new or growing error-level log lines ->
-/// `return` (the code noticed a wrong value and said so); normal log lines or call paths
-/// that vanished without errors -> `exception` (execution was cut short); slower spans or
-/// call gaps with nothing else -> `network_delay`.
+/// Names the fault type from the findings about the top candidate with the shared
+/// classifier ([`classify::fault_type`], the one `rca diagnose` uses); `unknown` when nothing
+/// fits.
 pub fn fault_type_of(findings: &[Finding]) -> &'static str {
-    let best = |pred: &dyn Fn(&Finding) -> bool| {
-        findings
-            .iter()
-            .filter(|f| pred(f))
-            .map(|f| f.score)
-            .fold(0.0_f64, f64::max)
-    };
-    let cpu = best(
-        &|f| matches!(&f.signal, Signal::MetricShift { kpi, delta } if *delta > 0.0 && kpi.to_ascii_lowercase().contains("cpu")),
-    );
-    let metrics = best(&|f| f.modality == Modality::Metrics);
-    let error_logs = best(&|f| {
-        matches!(
-            f.signal,
-            Signal::ErrorBurst
-                | Signal::NewTemplate { error: true, .. }
-                | Signal::TemplateShift { error: true, .. }
-        )
-    });
-    let vanished = best(&|f| {
-        matches!(
-            f.signal,
-            Signal::PathDropped { .. } | Signal::TemplateShift { error: false, .. }
-        )
-    });
-    let slower = best(&|f| {
-        matches!(
-            f.signal,
-            Signal::Latency { .. } | Signal::CallGap { .. } | Signal::Blame
-        )
-    });
-    if cpu > 0.0 && cpu >= metrics && cpu >= 10.0 {
-        "cpu_contention"
-    } else if error_logs > 0.0 {
-        "return"
-    } else if vanished > 0.0 {
-        "exception"
-    } else if slower > 0.0 {
-        "network_delay"
-    } else {
-        "unknown"
-    }
+    let evidence: Vec<Evidence> = findings.iter().map(Finding::to_evidence).collect();
+    let refs: Vec<&Evidence> = evidence.iter().collect();
+    classify::fault_type(&refs).unwrap_or("unknown")
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use rca_core::source::{LogRecord, MetricSample, Span};
 use rca_core::{TimeRange, Timestamp};
 use rca_tools::analyze::Window;
+use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
 use rca_tools::sources::{
     FileMetricSource, FileTraceSource, LoadReport, MetricOptions, level_in, open_text, parse_time,
 };
@@ -292,6 +293,7 @@ pub fn read_log_csv(
             });
         };
         let trace = col("traceid");
+        let span = col("spanid");
         for (i, row) in csv.records().enumerate() {
             let row = match row {
                 Ok(r) => r,
@@ -320,7 +322,10 @@ pub fn read_log_csv(
             let message = message.trim_end().to_string();
             let mut attributes = BTreeMap::new();
             if let Some(t) = trace.and_then(|t| row.get(t)).filter(|t| !t.is_empty()) {
-                attributes.insert("trace_id".to_string(), t.to_string());
+                attributes.insert(TRACE_ID.to_string(), t.to_string());
+            }
+            if let Some(s) = span.and_then(|s| row.get(s)).filter(|s| !s.is_empty()) {
+                attributes.insert(SPAN_ID.to_string(), s.to_string());
             }
             out.push(LogRecord {
                 timestamp: ts,

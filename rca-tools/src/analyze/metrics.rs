@@ -19,6 +19,11 @@ pub struct MetricAnalyzer {
     pub relative_floor: f64,
     /// Scores are capped here (a flat baseline can make a small change look infinite).
     pub max_score: f64,
+    /// A level the series already reached in its own baseline scores at most this: the unit
+    /// is at least the largest baseline excursion (in the same direction) divided by it. KPIs
+    /// that jump now and then (percentiles of low-traffic components) are thus judged against
+    /// their own jumps, while a level far beyond anything seen stays surprising.
+    pub excursion_z: f64,
 }
 
 impl Default for MetricAnalyzer {
@@ -28,6 +33,7 @@ impl Default for MetricAnalyzer {
             min_baseline: 5,
             relative_floor: 0.05,
             max_score: 1000.0,
+            excursion_z: 3.0,
         }
     }
 }
@@ -62,14 +68,25 @@ impl MetricAnalyzer {
                 continue;
             }
             let rb = RobustBaseline::new(&base, self.relative_floor, 1e-9);
+            let top = base.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let bottom = base.iter().copied().fold(f64::INFINITY, f64::min);
+            let z_of = |x: f64| {
+                let excursion = if x >= rb.median {
+                    top - rb.median
+                } else {
+                    rb.median - bottom
+                };
+                let scale = rb.scale.max(excursion / self.excursion_z.max(1e-9));
+                (x - rb.median) / scale
+            };
             let mut values: Vec<f64> = cur.iter().map(|p| p.1).collect();
             values.sort_by(f64::total_cmp);
             let high = values[values.len().saturating_sub(2)];
             let low = values[values.len().min(2) - 1];
-            let (level, z) = if rb.z(high).abs() >= rb.z(low).abs() {
-                (high, rb.z(high))
+            let (level, z) = if z_of(high).abs() >= z_of(low).abs() {
+                (high, z_of(high))
             } else {
-                (low, rb.z(low))
+                (low, z_of(low))
             };
             if z.abs() < self.min_z {
                 continue;
@@ -82,7 +99,7 @@ impl MetricAnalyzer {
                 .filter(|t| window.current.contains(*t))
                 .or_else(|| {
                     cur.iter()
-                        .find(|p| rb.z(p.1).abs() >= self.min_z)
+                        .find(|p| z_of(p.1).abs() >= self.min_z)
                         .map(|p| p.0)
                 })
                 .unwrap_or(window.current.start);

@@ -7,14 +7,19 @@
 //!   shifts on calls between components, call-structure shifts, the service call graph and a
 //!   blame pass that follows anomalous callees down the graph (the way STRATUS bootstraps
 //!   localisation from traces).
+//! - [`events`]: per operation, the share of spans that write each log template or call each
+//!   component (log lines joined to their spans by trace and span id).
 //! - [`logs`]: error-level bursts and template frequency shifts and new templates per
 //!   component.
+//! - [`classify`]: names a fault type from the kinds of evidence about a component.
 //! - [`rank`]: combines findings of several modalities into a ranking of components,
 //!   rewarding convergence across modalities.
 //!
 //! Nothing here knows any particular system: components, KPIs and operations are whatever
 //! the telemetry names.
 
+pub mod classify;
+pub mod events;
 pub mod logs;
 pub mod metrics;
 pub mod rank;
@@ -93,6 +98,16 @@ pub enum Signal {
         /// Whether its lines are error-level.
         error: bool,
     },
+    /// The share of an operation's spans that show an event (a log template, a call to a
+    /// peer) rose (error-level lines) or fell (the rest): what one request does changed.
+    SpanEvent {
+        /// The operation whose spans were compared.
+        operation: String,
+        /// The event (a log template, or `call to <peer>`).
+        event: String,
+        /// Whether the event is an error-level log line.
+        error: bool,
+    },
 }
 
 /// One anomaly about one component.
@@ -130,6 +145,12 @@ impl Signal {
             Signal::TemplateShift { error, .. } => {
                 format!("template_shift{}", if *error { ":error" } else { "" })
             }
+            Signal::SpanEvent {
+                operation, error, ..
+            } => format!(
+                "span_event{}:{operation}",
+                if *error { ":error" } else { "" }
+            ),
         }
     }
 }

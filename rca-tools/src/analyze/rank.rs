@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rca_core::Modality;
+use rca_core::{Evidence, Modality};
 use serde::{Deserialize, Serialize};
 
 use super::Finding;
@@ -29,6 +29,10 @@ pub struct Ranker {
     pub convergence_bonus: f64,
     /// A modality "points at" a component when its normalised score reaches this.
     pub agreement_threshold: f64,
+    /// A modality's scores are divided by the larger of its best compressed score and
+    /// `ln(1 + significance)`: when nothing in a modality is clearly significant, its best
+    /// component does not get full marks just for being the loudest of the quiet.
+    pub significance: f64,
 }
 
 impl Default for Ranker {
@@ -37,32 +41,104 @@ impl Default for Ranker {
             weights: BTreeMap::new(),
             convergence_bonus: 0.5,
             agreement_threshold: 0.5,
+            significance: 0.0,
         }
     }
 }
 
+/// A component's place in a ranking of evidence (see [`Ranker::rank_evidence`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankedEvidence {
+    /// The component.
+    pub component: String,
+    /// The combined score.
+    pub score: f64,
+    /// The modalities whose evidence points at it.
+    pub modalities: Vec<Modality>,
+}
+
 impl Ranker {
+    /// The ranker every diagnosis path uses (`rca diagnose`'s reasoner and controller, and
+    /// `rca eval nezha`). Modalities are weighted by how specific their anomalies are to the
+    /// faulty component rather than to its symptoms: latency (traces) spreads to every caller
+    /// on the path and resource and request KPIs (metrics) move with load and retries, while a
+    /// component's own log behaviour changes mostly where the fault is: logs 1, metrics 1/2,
+    /// traces 1/4. A modality whose best score is below 10 does not give full marks
+    /// (`significance`). Chosen on the Nezha development day; see `docs/arch/nezha.md`.
+    pub fn multimodal() -> Self {
+        Ranker {
+            weights: BTreeMap::from([
+                (Modality::Logs, 1.0),
+                (Modality::Metrics, 0.5),
+                (Modality::Traces, 0.25),
+            ]),
+            convergence_bonus: 0.5,
+            agreement_threshold: 0.5,
+            significance: 10.0,
+        }
+    }
+
     /// Ranks components: within each modality a component's strength is its best finding's
     /// score, compressed with `ln(1 + score)` (so one enormous z-score does not drown the
-    /// rest), divided by the modality's best over all components; strengths are weighted,
-    /// summed over modalities and multiplied by `1 + convergence_bonus` for every further
-    /// modality that agrees.
+    /// rest), divided by the modality's best over all components (or `ln(1 + significance)`
+    /// when larger); strengths are weighted, summed over modalities and multiplied by
+    /// `1 + convergence_bonus` for every further modality that agrees.
     pub fn rank(&self, findings: &[Finding]) -> Vec<RankedComponent> {
+        self.combine(
+            findings
+                .iter()
+                .map(|f| (&f.modality, f.component.as_str(), f.score)),
+        )
+        .into_iter()
+        .map(|r| {
+            let mut fs: Vec<Finding> = findings
+                .iter()
+                .filter(|f| f.component == r.component)
+                .cloned()
+                .collect();
+            fs.sort_by(|a, b| b.score.total_cmp(&a.score));
+            RankedComponent {
+                component: r.component,
+                score: r.score,
+                modalities: r.modalities,
+                findings: fs,
+            }
+        })
+        .collect()
+    }
+
+    /// As [`Ranker::rank`], over rca-core evidence (what explorers publish).
+    pub fn rank_evidence(&self, evidence: &[Evidence]) -> Vec<RankedEvidence> {
+        self.combine(
+            evidence
+                .iter()
+                .map(|e| (&e.modality, e.component.as_str(), e.score)),
+        )
+    }
+
+    fn combine<'a>(
+        &self,
+        items: impl Iterator<Item = (&'a Modality, &'a str, f64)>,
+    ) -> Vec<RankedEvidence> {
         // modality -> component -> best score
         let mut best: BTreeMap<&Modality, BTreeMap<&str, f64>> = BTreeMap::new();
-        for f in findings {
+        for (modality, component, score) in items {
             let e = best
-                .entry(&f.modality)
+                .entry(modality)
                 .or_default()
-                .entry(f.component.as_str())
+                .entry(component)
                 .or_insert(0.0);
-            *e = e.max(f.score.max(0.0).ln_1p());
+            *e = e.max(score.max(0.0).ln_1p());
         }
         let mut total: BTreeMap<&str, (f64, BTreeSet<Modality>)> = BTreeMap::new();
         for (modality, comps) in &best {
             let mut scores: Vec<f64> = comps.values().copied().collect();
             scores.sort_by(|a, b| b.total_cmp(a));
-            let top = scores.first().copied().unwrap_or(0.0);
+            let top = scores
+                .first()
+                .copied()
+                .unwrap_or(0.0)
+                .max(self.significance.max(0.0).ln_1p());
             if top <= 0.0 {
                 continue;
             }
@@ -76,21 +152,14 @@ impl Ranker {
                 }
             }
         }
-        let mut ranked: Vec<RankedComponent> = total
+        let mut ranked: Vec<RankedEvidence> = total
             .into_iter()
             .map(|(c, (s, mods))| {
                 let extra = mods.len().saturating_sub(1) as f64;
-                let mut fs: Vec<Finding> = findings
-                    .iter()
-                    .filter(|f| f.component == c)
-                    .cloned()
-                    .collect();
-                fs.sort_by(|a, b| b.score.total_cmp(&a.score));
-                RankedComponent {
+                RankedEvidence {
                     component: c.to_string(),
                     score: s * (1.0 + self.convergence_bonus * extra),
                     modalities: mods.into_iter().collect(),
-                    findings: fs,
                 }
             })
             .collect();
@@ -133,5 +202,23 @@ mod tests {
         assert_eq!(r[0].modalities, [Modality::Metrics, Modality::Logs]);
         assert_eq!(r[0].findings.len(), 2);
         assert!(Ranker::default().rank(&[]).is_empty());
+        let ev: Vec<Evidence> = fs.iter().map(Finding::to_evidence).collect();
+        let by_evidence = Ranker::multimodal().rank_evidence(&ev);
+        let by_findings = Ranker::multimodal().rank(&fs);
+        assert_eq!(by_evidence.len(), by_findings.len());
+        for (a, b) in by_evidence.iter().zip(&by_findings) {
+            assert_eq!((&a.component, a.score), (&b.component, b.score));
+        }
+    }
+
+    #[test]
+    fn a_quiet_modality_does_not_get_full_marks() {
+        let fs = vec![f(Modality::Logs, "a", 2.0), f(Modality::Metrics, "b", 50.0)];
+        let mut r = Ranker::default();
+        assert_eq!(r.rank(&fs)[0].score, 1.0);
+        r.significance = 10.0;
+        let ranked = r.rank(&fs);
+        assert_eq!(ranked[0].component, "b");
+        assert!(ranked[1].score < 0.5);
     }
 }
