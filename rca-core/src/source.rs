@@ -15,6 +15,14 @@ use crate::time::{TimeRange, Timestamp};
 /// A stream of records, each of which may fail on its own.
 pub type RecordStream<T> = Pin<Box<dyn Stream<Item = Result<T, SourceError>> + Send>>;
 
+/// Every record of a query's answer, or its first error: what a caller that needs the whole
+/// window in memory (an analyzer) does with `source.logs(&q).await` and the like.
+pub async fn collect_records<T>(
+    answer: Result<RecordStream<T>, SourceError>,
+) -> Result<Vec<T>, SourceError> {
+    futures::TryStreamExt::try_collect(answer?).await
+}
+
 /// Severity of a log line, ordered from least to most severe.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
@@ -370,6 +378,24 @@ fn _object_safe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collect_records_gathers_all_or_the_first_error() {
+        let ok: RecordStream<i32> = Box::pin(futures::stream::iter(vec![Ok(1), Ok(2)]));
+        let got = futures::executor::block_on(collect_records(Ok(ok))).unwrap();
+        assert_eq!(got, vec![1, 2]);
+        let bad: RecordStream<i32> = Box::pin(futures::stream::iter(vec![
+            Ok(1),
+            Err(SourceError::Unavailable {
+                message: "gone".into(),
+            }),
+        ]));
+        assert!(futures::executor::block_on(collect_records(Ok(bad))).is_err());
+        let refused: Result<RecordStream<i32>, SourceError> = Err(SourceError::Unavailable {
+            message: "down".into(),
+        });
+        assert!(futures::executor::block_on(collect_records(refused)).is_err());
+    }
 
     #[test]
     fn level_words() {

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::TryStreamExt;
-use rca_core::source::{LogQuery, LogSource, MetricQuery, MetricSource, TraceQuery, TraceSource};
+use rca_core::source::{
+    LogQuery, LogSource, MetricQuery, MetricSource, TraceQuery, TraceSource, collect_records,
+};
 use rca_core::{Evidence, Incident, Modality, TimeRange};
 use rca_tools::analyze::{Finding, Window};
 
@@ -135,23 +136,16 @@ impl TelemetryExplorer {
         };
         Ok(match &self.telemetry {
             Telemetry::Metrics(source, analyzer) => {
-                let samples: Vec<_> = source
-                    .samples(&MetricQuery::range(range))
-                    .await
-                    .map_err(fail)?
-                    .try_collect()
-                    .await
-                    .map_err(fail)?;
+                let samples: Vec<_> =
+                    collect_records(source.samples(&MetricQuery::range(range)).await)
+                        .await
+                        .map_err(fail)?;
                 let mut a = analyzer.clone();
                 a.min_z = loosen(a.min_z);
                 (a.analyze(&samples, window), samples.len())
             }
             Telemetry::Traces(source, analyzer) => {
-                let spans: Vec<_> = source
-                    .spans(&TraceQuery::range(range))
-                    .await
-                    .map_err(fail)?
-                    .try_collect()
+                let spans: Vec<_> = collect_records(source.spans(&TraceQuery::range(range)).await)
                     .await
                     .map_err(fail)?;
                 let mut a = analyzer.clone();
@@ -159,24 +153,17 @@ impl TelemetryExplorer {
                 (a.analyze(&spans, window), spans.len())
             }
             Telemetry::Logs(source, analyzer) => {
-                let records: Vec<_> = source
-                    .logs(&LogQuery::range(range))
-                    .await
-                    .map_err(fail)?
-                    .try_collect()
+                let records: Vec<_> = collect_records(source.logs(&LogQuery::range(range)).await)
                     .await
                     .map_err(fail)?;
                 let mut a = analyzer.clone();
                 a.min_z = loosen(a.min_z);
                 let mut findings = a.analyze(&records, window);
                 if let Some((traces, events)) = &self.spans {
-                    let spans: Vec<_> = traces
-                        .spans(&TraceQuery::range(range))
-                        .await
-                        .map_err(fail)?
-                        .try_collect()
-                        .await
-                        .map_err(fail)?;
+                    let spans: Vec<_> =
+                        collect_records(traces.spans(&TraceQuery::range(range)).await)
+                            .await
+                            .map_err(fail)?;
                     let mut e = events.clone();
                     e.min_z = loosen(e.min_z);
                     findings.extend(e.analyze(
