@@ -132,14 +132,7 @@ impl FileLogSource {
 
     /// The records that match a query, in time order (the cutoff always applies).
     pub fn query(&self, query: &LogQuery) -> Vec<LogRecord> {
-        let range = match self.cutoff {
-            Some(c) => query.range.clamp_end(c),
-            None => query.range,
-        };
-        let lo = self.records.partition_point(|r| r.timestamp < range.start);
-        let hits = self.records[lo..]
-            .iter()
-            .take_while(|r| r.timestamp < range.end)
+        let hits = super::in_range(&self.records, query.range, self.cutoff, |r| r.timestamp)
             .filter(|r| query.matches(r))
             .cloned();
         match query.limit {

@@ -112,14 +112,7 @@ impl FileMetricSource {
 
     /// The samples that match a query, in time order (the cutoff always applies).
     pub fn query(&self, query: &MetricQuery) -> Vec<MetricSample> {
-        let range = match self.cutoff {
-            Some(c) => query.range.clamp_end(c),
-            None => query.range,
-        };
-        let lo = self.samples.partition_point(|s| s.timestamp < range.start);
-        self.samples[lo..]
-            .iter()
-            .take_while(|s| s.timestamp < range.end)
+        super::in_range(&self.samples, query.range, self.cutoff, |s| s.timestamp)
             .filter(|s| query.matches(s))
             .cloned()
             .collect()

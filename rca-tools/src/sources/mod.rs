@@ -17,12 +17,11 @@ pub use logs::{FileLogSource, LogFormat, LogOptions, level_in};
 pub use metrics::{FileMetricSource, MetricLayout, MetricOptions};
 pub use traces::{FileTraceSource, SpanFormat};
 
-use futures::StreamExt;
 use rca_core::source::{
     LogQuery, LogRecord, LogSource, MetricQuery, MetricSample, MetricSource, Span, TraceQuery,
-    TraceSource,
+    TraceSource, collect_records,
 };
-use rca_core::{SourceError, Timestamp};
+use rca_core::{SourceError, TimeRange, Timestamp};
 
 /// What loading files produced: how many records were kept and which rows were bad.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,6 +67,22 @@ impl LoadReport {
     }
 }
 
+/// The records of a time-sorted slice that lie in `range`, clamped to end at the cutoff;
+/// `at` gives a record's time. One binary search, then a scan while records are in range.
+pub(crate) fn in_range<T>(
+    sorted: &[T],
+    range: TimeRange,
+    cutoff: Option<Timestamp>,
+    at: impl Fn(&T) -> Timestamp,
+) -> impl Iterator<Item = &T> {
+    let range = match cutoff {
+        Some(c) => range.clamp_end(c),
+        None => range,
+    };
+    let lo = sorted.partition_point(|r| at(r) < range.start);
+    sorted[lo..].iter().take_while(move |r| at(r) < range.end)
+}
+
 /// Whether a record at `t` may be kept under an optional cutoff.
 pub(crate) fn before_cutoff(cutoff: Option<Timestamp>, t: Timestamp) -> bool {
     cutoff.is_none_or(|c| t < c)
@@ -78,12 +93,7 @@ pub async fn collect_logs(
     source: &dyn LogSource,
     query: &LogQuery,
 ) -> Result<Vec<LogRecord>, SourceError> {
-    let mut stream = source.logs(query).await?;
-    let mut out = Vec::new();
-    while let Some(r) = stream.next().await {
-        out.push(r?);
-    }
-    Ok(out)
+    collect_records(source.logs(query).await).await
 }
 
 /// Collects every metric sample a source returns for a query.
@@ -91,12 +101,7 @@ pub async fn collect_samples(
     source: &dyn MetricSource,
     query: &MetricQuery,
 ) -> Result<Vec<MetricSample>, SourceError> {
-    let mut stream = source.samples(query).await?;
-    let mut out = Vec::new();
-    while let Some(r) = stream.next().await {
-        out.push(r?);
-    }
-    Ok(out)
+    collect_records(source.samples(query).await).await
 }
 
 /// Collects every span a source returns for a query.
@@ -104,12 +109,7 @@ pub async fn collect_spans(
     source: &dyn TraceSource,
     query: &TraceQuery,
 ) -> Result<Vec<Span>, SourceError> {
-    let mut stream = source.spans(query).await?;
-    let mut out = Vec::new();
-    while let Some(r) = stream.next().await {
-        out.push(r?);
-    }
-    Ok(out)
+    collect_records(source.spans(query).await).await
 }
 
 /// Normalises a column name for matching: lower case, without `_`, `-`, `.`, spaces and

@@ -99,14 +99,7 @@ impl FileTraceSource {
 
     /// The spans that match a query, by start time (the cutoff always applies).
     pub fn query(&self, query: &TraceQuery) -> Vec<Span> {
-        let range = match self.cutoff {
-            Some(c) => query.range.clamp_end(c),
-            None => query.range,
-        };
-        let lo = self.spans.partition_point(|s| s.start < range.start);
-        self.spans[lo..]
-            .iter()
-            .take_while(|s| s.start < range.end)
+        super::in_range(&self.spans, query.range, self.cutoff, |s| s.start)
             .filter(|s| query.matches(s))
             .cloned()
             .collect()
