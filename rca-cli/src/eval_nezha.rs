@@ -34,7 +34,8 @@ pub struct NezhaArgs {
     /// Also print, per case, the top candidates and their strongest findings.
     #[arg(long)]
     explain: bool,
-    /// Seconds of telemetry after the fault kept in an export.
+    /// Seconds of telemetry after the fault kept in an export (an export keeps everything from
+    /// the fault on, not only the settled minute the evaluation looks at).
     #[arg(long, default_value_t = 180)]
     export_after_secs: i64,
 }
@@ -49,6 +50,7 @@ pub fn run(args: NezhaArgs) -> Result<()> {
             .ok_or_else(|| nezha::NezhaError::NoSuchCase(id.clone()))?;
         let metrics = nezha::DayMetrics::load(day)?;
         let options = nezha::CaseOptions {
+            settled_minute: None,
             after_secs: args.export_after_secs,
             ..nezha::CaseOptions::default()
         };

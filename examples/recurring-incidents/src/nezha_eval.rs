@@ -71,7 +71,11 @@ pub async fn evaluate(
             }
             progress(&nc.id);
             let dir = work.join(nc.id.replace('/', "-"));
-            let options = nezha::CaseOptions::default();
+            // The whole period after the fault, as `rca eval nezha --export` writes it.
+            let options = nezha::CaseOptions {
+                settled_minute: None,
+                ..nezha::CaseOptions::default()
+            };
             let loaded = nezha::load_case(&day, &metrics, nc, &options).map_err(err)?;
             nezha::export_case(nc, &loaded, &dir).map_err(err)?;
             let case = Case {

@@ -421,15 +421,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reasoner_ranks_with_convergence_bonus_and_writes_chain() {
+    async fn reasoner_ranks_by_the_strongest_weighted_evidence_and_writes_chain() {
         let r = EvidenceReasoner::default();
         let evidence = vec![
-            ev(Modality::Metrics, "a", 4.0, 20),
+            ev(Modality::Logs, "a", 6.0, 20),
             ev(Modality::Traces, "a", 2.0, 10),
             ev(Modality::Metrics, "b", 6.5, 5),
         ];
         let ranked = r.rank(&evidence);
-        assert_eq!(ranked[0].component, "a"); // (4 + 2) * 1.5 = 9 > 6.5
+        // Logs weigh 1 and metrics 1/2: ln(7) > ln(7.5) / 2.
+        assert_eq!(ranked[0].component, "a");
         assert_eq!(ranked[0].time, Some(Timestamp(10)));
         let report = r.reason(&incident(), &evidence, None).await.unwrap();
         assert!(report.root_cause.starts_with("a "));

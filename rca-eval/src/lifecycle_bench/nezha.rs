@@ -33,7 +33,11 @@ pub(crate) fn incidents(
         )));
     };
     let metrics = DayMetrics::load(&day)?;
-    let options = CaseOptions::default();
+    // Tasks are asked about the whole period after the fault.
+    let options = CaseOptions {
+        settled_minute: None,
+        ..CaseOptions::default()
+    };
     let mut out = Vec::new();
     for case in day.cases.iter().take(limit.unwrap_or(usize::MAX)) {
         let data = load_case(&day, &metrics, case, &options)?;

@@ -132,8 +132,16 @@ fn read_fault_list(path: &Path, day: &str) -> Result<Vec<NezhaCase>, NezhaError>
 /// How a case's telemetry is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaseOptions {
-    /// Length of the window after the fault, in seconds (the incident is detected at its
-    /// end; nothing later is read).
+    /// The current window is the content of the per-minute file this many minutes after the
+    /// injection minute (files are named by the minute their content ends in), when it
+    /// exists: injected faults take effect with a delay of up to about a minute (the agent
+    /// attaches), and the reference (Nezha) evaluates exactly this minute. `None`, or no such
+    /// file: the current window is `[inject_time, inject_time + after_secs)`. Nothing after
+    /// the detection time is read.
+    pub settled_minute: Option<i64>,
+    /// Seconds after the fault at which the incident counts as detected: the metric window
+    /// (a sample a minute) runs from the fault to here, and so does the log and trace window
+    /// when no settled minute is used.
     pub after_secs: i64,
     /// Length of the pre-fault log and trace baseline, in seconds.
     pub before_secs: i64,
@@ -147,6 +155,7 @@ pub struct CaseOptions {
 impl Default for CaseOptions {
     fn default() -> Self {
         CaseOptions {
+            settled_minute: Some(2),
             after_secs: 180,
             before_secs: 180,
             metric_baseline_secs: 1800,
@@ -294,6 +303,10 @@ pub fn read_log_csv(
         };
         let trace = col("traceid");
         let span = col("spanid");
+        // Lines of one file are not in time order within a millisecond (the collector merges
+        // streams), and a span's events are ordered by time: sort them by the full-precision
+        // time before they become millisecond timestamps, which later sorts keep stable.
+        let mut lines: Vec<(i64, LogRecord)> = Vec::new();
         for (i, row) in csv.records().enumerate() {
             let row = match row {
                 Ok(r) => r,
@@ -327,14 +340,23 @@ pub fn read_log_csv(
             if let Some(s) = span.and_then(|s| row.get(s)).filter(|s| !s.is_empty()) {
                 attributes.insert(SPAN_ID.to_string(), s.to_string());
             }
-            out.push(LogRecord {
-                timestamp: ts,
-                component: row.get(pod).unwrap_or("").to_string(),
-                level: level_in(&message),
-                message,
-                attributes,
-            });
+            let precise = row
+                .get(time)
+                .and_then(|t| t.parse::<i64>().ok())
+                .unwrap_or(ts.0.saturating_mul(1_000_000));
+            lines.push((
+                precise,
+                LogRecord {
+                    timestamp: ts,
+                    component: row.get(pod).unwrap_or("").to_string(),
+                    level: level_in(&message),
+                    message,
+                    attributes,
+                },
+            ));
         }
+        lines.sort_by_key(|(t, _)| *t);
+        out.extend(lines.into_iter().map(|(_, r)| r));
     }
     Ok(())
 }
@@ -349,29 +371,78 @@ pub fn load_case(
     options: &CaseOptions,
 ) -> Result<CaseData, NezhaError> {
     let t0 = case.inject_time;
-    let detected_at = t0.offset_millis(options.after_secs * 1000);
-    let current = TimeRange::new(t0, detected_at);
     let before = TimeRange::new(t0.offset_millis(-options.before_secs * 1000), t0);
     let mut report = LoadReport::default();
+    let log_dir = day.dir.join("log");
+    let trace_dir = day.dir.join("trace");
+    // The current window: the settled minute's file, or a fixed span after the fault.
     let mut logs = Vec::new();
     let mut spans = Vec::new();
-    // Per-minute files are named by the minute their content ends in; read one more.
-    let from = before.start;
-    let to = detected_at.offset_millis(60_000);
-    let keep = TimeRange::new(before.start, detected_at);
+    let after_fault = TimeRange::new(t0, Timestamp(i64::MAX));
+    if let Some(k) = options.settled_minute {
+        let minute = t0.offset_millis(k * 60_000);
+        read_log_csv(
+            &minute_files(&log_dir, "_log", minute, minute),
+            after_fault,
+            &mut logs,
+            &mut report,
+        )?;
+        let src = FileTraceSource::open(
+            &minute_files(&trace_dir, "_trace", minute, minute),
+            None,
+            None,
+        )?;
+        report.merge(src.report());
+        spans.extend(
+            src.spans_all()
+                .iter()
+                .filter(|s| after_fault.contains(s.start))
+                .cloned(),
+        );
+    }
+    let times = logs
+        .iter()
+        .map(|r| r.timestamp)
+        .chain(spans.iter().map(|s| s.start));
+    let current = match (times.clone().min(), times.max()) {
+        (Some(lo), Some(hi)) => TimeRange::new(lo, hi.offset_millis(1)),
+        _ => TimeRange::new(t0, t0.offset_millis(options.after_secs * 1000)),
+    };
+    // The incident counts as detected `after_secs` after the fault (or at the end of the
+    // settled minute, if later): the metric window runs up to it.
+    let detected_at = current.end.max(t0.offset_millis(options.after_secs * 1000));
+    if logs.is_empty() && spans.is_empty() {
+        // Per-minute files are named by the minute their content ends in; read one more.
+        let (from, to) = (before.start, detected_at.offset_millis(60_000));
+        read_log_csv(
+            &minute_files(&log_dir, "_log", from, to),
+            current,
+            &mut logs,
+            &mut report,
+        )?;
+        let src = FileTraceSource::open(&minute_files(&trace_dir, "_trace", from, to), None, None)?;
+        report.merge(src.report());
+        spans.extend(
+            src.spans_all()
+                .iter()
+                .filter(|s| current.contains(s.start))
+                .cloned(),
+        );
+    }
+    // The pre-fault baseline.
+    let (from, to) = (before.start, t0.offset_millis(60_000));
     read_log_csv(
-        &minute_files(&day.dir.join("log"), "_log", from, to),
-        keep,
+        &minute_files(&log_dir, "_log", from, to),
+        before,
         &mut logs,
         &mut report,
     )?;
-    let trace_files = minute_files(&day.dir.join("trace"), "_trace", from, to);
-    let src = FileTraceSource::open(&trace_files, None, Some(detected_at))?;
+    let src = FileTraceSource::open(&minute_files(&trace_dir, "_trace", from, to), None, None)?;
     report.merge(src.report());
     spans.extend(
         src.spans_all()
             .iter()
-            .filter(|s| keep.contains(s.start))
+            .filter(|s| before.contains(s.start))
             .cloned(),
     );
     let mut baseline_start = before.start;
@@ -406,9 +477,10 @@ pub fn load_case(
     // Between the construct minute and the pre-fault window nothing was loaded, so one range
     // covers both baselines.
     let event_window = Window::new(TimeRange::new(baseline_start, t0), current);
+    // Metrics come a sample a minute: their current window starts at the fault.
     let metric_window = Window::new(
         TimeRange::new(t0.offset_millis(-options.metric_baseline_secs * 1000), t0),
-        current,
+        TimeRange::new(t0, detected_at),
     );
     let metric_samples = metrics
         .slice(TimeRange::new(metric_window.baseline.start, detected_at))

@@ -25,12 +25,13 @@ pub fn fault_type(evidence: &[&Evidence]) -> Option<&'static str> {
         k == "error_burst"
             || k == "new_template:error"
             || k == "template_shift:error"
-            || k.starts_with("span_event:error:")
+            || k == "transition:grew:error"
     });
     let vanished = best(&|k| {
         k.starts_with("path_dropped:")
             || k == "template_shift"
-            || (k.starts_with("span_event:") && !k.starts_with("span_event:error:"))
+            || k == "transition:fell"
+            || k == "transition:grew"
     });
     let slower = best(&|k| k.starts_with("latency:") || k.starts_with("call_gap:") || k == "blame");
     if cpu >= 10.0 && cpu >= metrics {
@@ -67,9 +68,9 @@ mod tests {
             fault_type(&cpu.iter().collect::<Vec<_>>()),
             Some("cpu_contention")
         );
-        let err = [ev("span_event:error:/pay", 4.0), ev("latency:/pay", 9.0)];
+        let err = [ev("transition:grew:error", 4.0), ev("latency:/pay", 9.0)];
         assert_eq!(fault_type(&err.iter().collect::<Vec<_>>()), Some("return"));
-        let cut = [ev("span_event:/pay", 4.0), ev("blame", 9.0)];
+        let cut = [ev("transition:fell", 4.0), ev("blame", 9.0)];
         assert_eq!(
             fault_type(&cut.iter().collect::<Vec<_>>()),
             Some("exception")

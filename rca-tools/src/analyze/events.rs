@@ -1,16 +1,28 @@
-//! Events within spans: which log templates a span writes and which components it calls,
-//! compared per operation between the baseline and the current window.
+//! Events within spans, in order: what a request does next after each thing it does, compared
+//! between the baseline and the current window.
 //!
 //! Log lines that carry their span's ids (`trace_id` and `span_id` attributes, as OpenTelemetry
-//! log records do) are joined to the span that wrote them. For every operation of every
-//! component, the analyzer asks: of the spans of this operation, how many wrote template T (or
-//! called component D)? Because the share is taken over the operation's own spans, a change
-//! of workload mix (more of one request type, fewer of another) does not move it; what moves it
-//! is a change of what one request does: an exception that cuts the span short (its later log
-//! lines and calls vanish), or a new error line. This is the event-graph idea of Nezha (Yu et
-//! al., FSE 2023) reduced to per-operation event shares.
+//! log records do) are joined to the span that wrote them. Every span becomes a sequence of
+//! events ordered by time: its start, its own log lines (as templates), the returns of the
+//! calls it made (a child span ends: a client span of its own, or a server span elsewhere),
+//! and its end. Each pair of
+//! consecutive events is a *transition*; the analyzer compares, for every event, the share of
+//! its occurrences that are followed by each next event (`P(next | event)`). Because the share
+//! is conditional on the first event, a change of workload mix does not move it; what moves it
+//! is a change of what a request does after that point: an exception that cuts the span short
+//! (the usual next line vanishes, the span ends early), a wrong return value that sends the
+//! caller down another branch, or a new error line. (One exception: an operation that
+//! dispatches different request types to different callees under one catch-all name, such as
+//! a gateway's `/*`, shows a change of mix as a change of its own transitions.)
+//!
+//! Findings are log evidence (the sequences are made of a span's log lines; calls and span
+//! bounds punctuate them), so one analyzer speaks with one voice in a ranking. A transition
+//! belongs to the component of its first event. For a call's return that is the
+//! callee: when a caller behaves differently right after a call returns, the callee's answer
+//! is what changed. This is the event-graph pattern idea of Nezha (Yu et al., FSE 2023), where
+//! patterns are pairs of adjacent events and a pattern is owned by its source event.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use rca_core::source::{Level, LogRecord, Span};
 use rca_core::{Modality, Timestamp};
@@ -23,43 +35,83 @@ pub const TRACE_ID: &str = "trace_id";
 /// The log attribute that names a line's span.
 pub const SPAN_ID: &str = "span_id";
 
-/// Compares, per operation, the share of spans that show each event.
+/// Compares, per event, which events follow it within a span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventAnalyzer {
-    /// Report shifts whose two-proportion z reaches this.
+    /// Report transitions whose share moved by at least this z-score.
     pub min_z: f64,
-    /// Least spans of an operation in each window, and least baseline spans showing an event
-    /// for its disappearance to count.
-    pub min_spans: usize,
-    /// Least current spans showing an error event for its growth to count.
-    pub min_errors: usize,
+    /// Least occurrences of an event in each window for its transitions to be compared.
+    pub min_events: usize,
     /// Lines at or above this level are error events.
     pub error_level: Level,
+    /// A transition into an error line that grew scores this many times its z (one that fell
+    /// scores its z divided by it): new errors are stronger evidence than vanished ones.
+    pub error_weight: f64,
+    /// How much of the difference between the baseline's two halves (by time) counts as
+    /// extra variance (0: none). See [`drifting_proportion_z`].
+    pub drift_weight: f64,
 }
 
 impl Default for EventAnalyzer {
     fn default() -> Self {
         EventAnalyzer {
             min_z: 3.0,
-            min_spans: 5,
-            min_errors: 2,
-            error_level: Level::Error,
+            min_events: 5,
+            error_level: Level::Warning,
+            error_weight: 2.0,
+            drift_weight: 0.0,
         }
     }
 }
 
-#[derive(Default)]
-struct Share {
-    base: [usize; 2],
-    cur: usize,
-    error: bool,
-    first: Option<Timestamp>,
+/// What happens in a span.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Step {
+    Start(String),
+    Log(String),
+    Return(String),
+    End(String),
 }
 
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
-    Log(String),
-    Call(String),
+/// A step and the component it belongs to (for a return, the callee).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Event {
+    component: String,
+    step: Step,
+}
+
+impl Event {
+    fn describe(&self) -> String {
+        match &self.step {
+            Step::Start(op) => format!("start of {op}"),
+            Step::Log(tpl) => format!("log line \"{tpl}\""),
+            Step::Return(op) => format!("return from {} {op}", self.component),
+            Step::End(op) => format!("end of {op}"),
+        }
+    }
+}
+
+/// Counts per window part: baseline first half, baseline second half, current.
+type Counts = [usize; 3];
+
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<Event, usize>,
+    events: Vec<Event>,
+    error: Vec<bool>,
+}
+
+impl Interner {
+    fn id(&mut self, e: Event, error: bool) -> usize {
+        if let Some(&i) = self.ids.get(&e) {
+            return i;
+        }
+        let i = self.events.len();
+        self.ids.insert(e.clone(), i);
+        self.events.push(e);
+        self.error.push(error);
+        i
+    }
 }
 
 impl EventAnalyzer {
@@ -79,9 +131,9 @@ impl EventAnalyzer {
             .enumerate()
             .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))
             .collect();
-        // Events of every span.
-        let mut events: Vec<BTreeSet<Event>> = vec![BTreeSet::new(); spans.len()];
-        let mut error_templates: BTreeSet<String> = BTreeSet::new();
+        let mut interner = Interner::default();
+        // The middle of every span: (time, event id), in arrival order.
+        let mut middle: Vec<Vec<(Timestamp, usize)>> = vec![Vec::new(); spans.len()];
         for s in &spans {
             let Some(&p) = s
                 .parent_id
@@ -90,9 +142,14 @@ impl EventAnalyzer {
             else {
                 continue;
             };
-            if spans[p].component != s.component {
-                events[p].insert(Event::Call(s.component.clone()));
-            }
+            let id = interner.id(
+                Event {
+                    component: s.component.clone(),
+                    step: Step::Return(s.operation.clone()),
+                },
+                false,
+            );
+            middle[p].push((span_end(s), id));
         }
         for r in records {
             let (Some(t), Some(sp)) = (r.attributes.get(TRACE_ID), r.attributes.get(SPAN_ID))
@@ -105,116 +162,140 @@ impl EventAnalyzer {
             if spans[i].component != r.component {
                 continue;
             }
-            let tpl = template(&r.message);
-            if r.level.is_some_and(|l| l >= self.error_level) {
-                error_templates.insert(tpl.clone());
-            }
-            events[i].insert(Event::Log(tpl));
+            let error = r.level.is_some_and(|l| l >= self.error_level);
+            let id = interner.id(
+                Event {
+                    component: r.component.clone(),
+                    step: Step::Log(template(&r.message)),
+                },
+                error,
+            );
+            middle[i].push((r.timestamp, id));
         }
-        // The baseline's two halves (by time) measure how much shares drift on their own.
-        let mut base_times: Vec<Timestamp> = spans
-            .iter()
-            .filter(|s| window.baseline.contains(s.start))
-            .map(|s| s.start)
-            .collect();
-        base_times.sort();
-        let split = base_times
-            .get(base_times.len() / 2)
-            .copied()
-            .unwrap_or(window.baseline.end);
-        // (component, operation) -> (baseline spans per half, current spans), event shares.
-        let mut totals: BTreeMap<(&str, &str), ([usize; 2], usize)> = BTreeMap::new();
-        let mut shares: BTreeMap<(&str, &str), BTreeMap<&Event, Share>> = BTreeMap::new();
+        let split = baseline_split(&spans, window);
+        let mut pairs: HashMap<(usize, usize), Counts> = HashMap::new();
+        let mut sources: HashMap<usize, Counts> = HashMap::new();
+        let mut first_seen: HashMap<(usize, usize), Timestamp> = HashMap::new();
         for (i, s) in spans.iter().enumerate() {
-            let cur = window.current.contains(s.start);
-            let half = usize::from(s.start >= split);
-            let key = (s.component.as_str(), s.operation.as_str());
-            let t = totals.entry(key).or_default();
-            if cur {
-                t.1 += 1;
+            let part = if window.current.contains(s.start) {
+                2
             } else {
-                t.0[half] += 1;
-            }
-            let per = shares.entry(key).or_default();
-            for e in &events[i] {
-                let sh = per.entry(e).or_default();
-                if cur {
-                    sh.cur += 1;
-                    sh.first = Some(sh.first.map_or(s.start, |f| f.min(s.start)));
-                } else {
-                    sh.base[half] += 1;
+                usize::from(s.start >= split)
+            };
+            let start = interner.id(
+                Event {
+                    component: s.component.clone(),
+                    step: Step::Start(s.operation.clone()),
+                },
+                false,
+            );
+            let end = interner.id(
+                Event {
+                    component: s.component.clone(),
+                    step: Step::End(s.operation.clone()),
+                },
+                false,
+            );
+            let mut steps = std::mem::take(&mut middle[i]);
+            steps.sort_by_key(|(t, _)| *t);
+            let seq = std::iter::once(start)
+                .chain(steps.into_iter().map(|(_, e)| e))
+                .chain(std::iter::once(end));
+            let mut prev: Option<usize> = None;
+            for e in seq {
+                if let Some(a) = prev {
+                    pairs.entry((a, e)).or_default()[part] += 1;
+                    sources.entry(a).or_default()[part] += 1;
+                    if part == 2 {
+                        first_seen.entry((a, e)).or_insert(s.start);
+                    }
                 }
-                if let Event::Log(tpl) = e {
-                    sh.error = error_templates.contains(tpl);
-                }
+                prev = Some(e);
             }
         }
         let mut out = Vec::new();
-        for ((component, operation), per) in &shares {
-            let (parts, nc) = totals
-                .get(&(*component, *operation))
-                .copied()
-                .unwrap_or_default();
-            let nb = parts[0] + parts[1];
-            if nb < self.min_spans || nc < self.min_spans {
+        for (&(a, b), n) in &pairs {
+            let Some(total) = sources.get(&a) else {
+                continue;
+            };
+            if total[0] + total[1] < self.min_events || total[2] < self.min_events {
                 continue;
             }
-            for (event, sh) in per {
-                let base = sh.base[0] + sh.base[1];
-                let z = drifting_proportion_z(
-                    [
-                        (sh.base[0] as f64, parts[0] as f64),
-                        (sh.base[1] as f64, parts[1] as f64),
-                    ],
-                    sh.cur as f64,
-                    nc as f64,
-                );
-                let (score, grew) = if sh.error { (z, true) } else { (-z, false) };
-                if score < self.min_z
-                    || (grew && sh.cur < self.min_errors)
-                    || (!grew && base < self.min_spans)
-                {
-                    continue;
-                }
-                let (modality, signal, what) = match event {
-                    Event::Log(tpl) => (
-                        Modality::Logs,
-                        Signal::SpanEvent {
-                            operation: operation.to_string(),
-                            event: tpl.clone(),
-                            error: sh.error,
-                        },
-                        format!("log line \"{tpl}\""),
-                    ),
-                    Event::Call(peer) => (
-                        Modality::Traces,
-                        Signal::SpanEvent {
-                            operation: operation.to_string(),
-                            event: format!("call to {peer}"),
-                            error: false,
-                        },
-                        format!("a call to {peer}"),
-                    ),
-                };
-                out.push(Finding {
-                    modality,
-                    observed_at: sh.first.unwrap_or(window.current.start),
-                    component: component.to_string(),
-                    signal,
-                    summary: format!(
-                        "{component}: spans of {operation} with {what} went from {}/{nb} to \
-                         {}/{nc} (z {})",
-                        base,
-                        sh.cur,
-                        fmt_num(z)
-                    ),
-                    score,
-                });
+            let z = drifting_proportion_z(
+                [
+                    (n[0] as f64, total[0] as f64),
+                    (n[1] as f64, total[1] as f64),
+                ],
+                n[2] as f64,
+                total[2] as f64,
+                self.drift_weight,
+            );
+            let error = interner.error[b];
+            let grew = z > 0.0;
+            let score = match (error, grew) {
+                (true, true) => z * self.error_weight,
+                (true, false) => -z / self.error_weight,
+                _ => z.abs(),
+            };
+            if score < self.min_z {
+                continue;
             }
+            let (from, to) = (&interner.events[a], &interner.events[b]);
+            let (after, next) = (from.describe(), to.describe());
+            let component = from.component.clone();
+            out.push(Finding {
+                modality: Modality::Logs,
+                observed_at: first_seen
+                    .get(&(a, b))
+                    .copied()
+                    .unwrap_or(window.current.start),
+                summary: format!(
+                    "{component}: after {after}, {next} {} from {}/{} to {}/{} (z {})",
+                    if grew { "grew" } else { "fell" },
+                    n[0] + n[1],
+                    total[0] + total[1],
+                    n[2],
+                    total[2],
+                    fmt_num(z)
+                ),
+                component,
+                signal: Signal::Transition {
+                    after,
+                    next,
+                    error,
+                    grew,
+                },
+                score,
+            });
         }
-        out.sort_by(|a, b| b.score.total_cmp(&a.score));
+        out.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.summary.cmp(&b.summary))
+        });
         out
     }
+}
+
+/// When a span ends.
+fn span_end(s: &Span) -> Timestamp {
+    let micros = i64::try_from(s.duration_us).unwrap_or(i64::MAX);
+    s.start.offset_millis(micros / 1000)
+}
+
+/// The median start time of the baseline's spans: it splits the baseline in two halves whose
+/// difference measures drift.
+fn baseline_split(spans: &[&Span], window: &Window) -> Timestamp {
+    let mut times: Vec<Timestamp> = spans
+        .iter()
+        .filter(|s| window.baseline.contains(s.start))
+        .map(|s| s.start)
+        .collect();
+    times.sort();
+    times
+        .get(times.len() / 2)
+        .copied()
+        .unwrap_or(window.baseline.end)
 }
 
 #[cfg(test)]
@@ -223,23 +304,23 @@ mod tests {
     use crate::analyze::logs::simple_template;
     use rca_core::TimeRange;
 
-    fn span(i: usize, id: &str, parent: Option<&str>, c: &str, op: &str) -> Span {
+    fn span(i: usize, id: &str, parent: Option<&str>, c: &str, op: &str, at: i64) -> Span {
         Span {
             trace_id: format!("t{i}"),
             span_id: id.into(),
             parent_id: parent.map(str::to_string),
             component: c.into(),
             operation: op.into(),
-            start: Timestamp::from_secs(i as i64),
+            start: Timestamp(i as i64 * 1000 + at),
             duration_us: 1000,
             error: false,
             attributes: Default::default(),
         }
     }
 
-    fn line(i: usize, id: &str, c: &str, level: Level, msg: &str) -> LogRecord {
+    fn line(i: usize, id: &str, c: &str, level: Level, msg: &str, at: i64) -> LogRecord {
         LogRecord {
-            timestamp: Timestamp::from_secs(i as i64),
+            timestamp: Timestamp(i as i64 * 1000 + at),
             component: c.into(),
             level: Some(level),
             message: msg.into(),
@@ -251,55 +332,108 @@ mod tests {
         }
     }
 
+    fn window() -> Window {
+        Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(40)),
+            TimeRange::new(Timestamp::from_secs(40), Timestamp::from_secs(80)),
+        )
+    }
+
+    fn analyzer() -> EventAnalyzer {
+        EventAnalyzer {
+            min_events: 3,
+            ..EventAnalyzer::default()
+        }
+    }
+
     #[test]
-    fn a_span_cut_short_loses_its_later_events_whatever_the_workload() {
+    fn a_span_cut_short_changes_what_follows_whatever_the_workload() {
         let (mut spans, mut logs) = (Vec::new(), Vec::new());
         for i in 0..80 {
             let cur = i >= 40;
             // Workload mix: in the current window "b" serves four times as many "list"
             // requests, which must not look like anything.
             let list = if cur { i % 5 != 0 } else { i % 5 == 0 };
-            spans.push(span(i, "a", None, "front", "GET"));
+            // Each endpoint has its own operation at the front too (a single catch-all
+            // operation that dispatches by request type would show the mix as its own
+            // transitions).
+            let op = if list { "GET /list" } else { "GET /pay" };
+            spans.push(span(i, "a", None, "front", op, 0));
             if list {
-                spans.push(span(i, "b", Some("a"), "back", "list"));
+                spans.push(span(i, "b", Some("a"), "back", "list", 1));
                 logs.push(line(
                     i,
                     "b",
                     "back",
                     Level::Info,
                     &format!("listed {i} rows"),
+                    2,
                 ));
                 continue;
             }
-            spans.push(span(i, "b", Some("a"), "back", "pay"));
-            logs.push(line(i, "b", "back", Level::Info, "payment requested"));
+            spans.push(span(i, "b", Some("a"), "back", "pay", 1));
+            logs.push(line(i, "b", "back", Level::Info, "payment requested", 2));
             if cur && i % 2 == 0 {
                 // The fault: pay throws half the time before its last line and its call.
-                logs.push(line(i, "b", "back", Level::Error, "payment failed: boom"));
+                logs.push(line(
+                    i,
+                    "b",
+                    "back",
+                    Level::Error,
+                    "payment failed: boom",
+                    3,
+                ));
                 continue;
             }
-            logs.push(line(i, "b", "back", Level::Info, "payment stored"));
-            spans.push(span(i, "c", Some("b"), "db", "insert"));
+            logs.push(line(i, "b", "back", Level::Info, "payment stored", 3));
+            spans.push(span(i, "c", Some("b"), "db", "insert", 4));
         }
-        let w = Window::new(
-            TimeRange::new(Timestamp(0), Timestamp::from_secs(40)),
-            TimeRange::new(Timestamp::from_secs(40), Timestamp::from_secs(80)),
-        );
-        let f = EventAnalyzer {
-            min_spans: 3,
-            ..EventAnalyzer::default()
-        }
-        .analyze(&logs, &spans, &w, &simple_template);
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
         assert!(!f.is_empty());
         assert!(f.iter().all(|x| x.component == "back"), "{f:?}");
-        assert!(f.iter().all(|x| matches!(
+        assert!(f.iter().any(|x| matches!(
             &x.signal,
-            Signal::SpanEvent { operation, .. } if operation == "pay"
+            Signal::Transition { next, error: true, grew: true, .. } if next.contains("failed")
         )));
         assert!(f.iter().any(|x| matches!(
             &x.signal,
-            Signal::SpanEvent { event, error: true, .. } if event.contains("failed")
+            Signal::Transition { next, error: false, grew: false, .. } if next.contains("stored")
         )));
-        assert!(f.iter().any(|x| x.modality == Modality::Traces));
+    }
+
+    #[test]
+    fn a_caller_that_changes_branch_after_a_call_blames_the_callee() {
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        for i in 0..80 {
+            let wrong = i >= 40 && i % 2 == 0;
+            spans.push(span(i, "a", None, "front", "GET", 0));
+            spans.push(span(i, "b", Some("a"), "prices", "quote", 1));
+            // The callee looks the same either way; the caller notices the wrong answer.
+            let next = if wrong {
+                "price rejected"
+            } else {
+                "price accepted"
+            };
+            logs.push(line(i, "a", "front", Level::Info, next, 5));
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        assert!(!f.is_empty());
+        assert!(f.iter().all(|x| x.component == "prices"), "{f:?}");
+    }
+
+    #[test]
+    fn unchanged_behaviour_reports_nothing() {
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        for i in 0..80 {
+            spans.push(span(i, "a", None, "front", "GET", 0));
+            let msg = if i % 3 == 0 {
+                "cache miss"
+            } else {
+                "cache hit"
+            };
+            logs.push(line(i, "a", "front", Level::Info, msg, 1));
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        assert!(f.is_empty(), "{f:?}");
     }
 }

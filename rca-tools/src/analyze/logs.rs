@@ -22,15 +22,21 @@ pub fn simple_template(message: &str) -> String {
             out.push_str("<*>");
             continue;
         }
-        let mut in_digits = false;
-        for c in token.chars() {
-            if c.is_ascii_digit() {
-                if !in_digits {
-                    out.push('#');
-                }
-                in_digits = true;
+        // Every run of letters and digits that holds a digit is a value (a number, a hex id
+        // fragment, a train or order number): it becomes `#`.
+        let mut run = String::new();
+        for c in token.chars().chain(std::iter::once(' ')) {
+            if c.is_ascii_alphanumeric() {
+                run.push(c);
+                continue;
+            }
+            if run.bytes().any(|b| b.is_ascii_digit()) {
+                out.push('#');
             } else {
-                in_digits = false;
+                out.push_str(&run);
+            }
+            run.clear();
+            if c != ' ' {
                 out.push(c);
             }
         }

@@ -24,6 +24,13 @@ pub struct MetricAnalyzer {
     /// that jump now and then (percentiles of low-traffic components) are thus judged against
     /// their own jumps, while a level far beyond anything seen stays surprising.
     pub excursion_z: f64,
+    /// KPIs whose name contains one of these words (case-insensitive) measure a symptom, not
+    /// a resource: latency rises at every caller of a slow component and percentiles of
+    /// low-traffic components leap on a single slow request. Their scores are capped at
+    /// `symptom_cap`, so a saturated resource outranks them.
+    pub symptom_words: Vec<String>,
+    /// The cap for symptom KPIs.
+    pub symptom_cap: f64,
 }
 
 impl Default for MetricAnalyzer {
@@ -34,6 +41,10 @@ impl Default for MetricAnalyzer {
             relative_floor: 0.05,
             max_score: 1000.0,
             excursion_z: 3.0,
+            symptom_words: ["latency", "duration", "response_time", "responsetime"]
+                .map(String::from)
+                .to_vec(),
+            symptom_cap: 10.0,
         }
     }
 }
@@ -103,7 +114,17 @@ impl MetricAnalyzer {
                         .map(|p| p.0)
                 })
                 .unwrap_or(window.current.start);
-            let score = z.abs().min(self.max_score);
+            let lower = kpi.to_ascii_lowercase();
+            let cap = if self
+                .symptom_words
+                .iter()
+                .any(|w| lower.contains(w.as_str()))
+            {
+                self.symptom_cap
+            } else {
+                self.max_score
+            };
+            let score = z.abs().min(cap);
             out.push(Finding {
                 modality: Modality::Metrics,
                 observed_at,

@@ -7,8 +7,8 @@
 //!   shifts on calls between components, call-structure shifts, the service call graph and a
 //!   blame pass that follows anomalous callees down the graph (the way STRATUS bootstraps
 //!   localisation from traces).
-//! - [`events`]: per operation, the share of spans that write each log template or call each
-//!   component (log lines joined to their spans by trace and span id).
+//! - [`events`]: within spans, which event follows which (log templates, calls' returns, start
+//!   and end; log lines joined to their spans by trace and span id), per event.
 //! - [`logs`]: error-level bursts and template frequency shifts and new templates per
 //!   component.
 //! - [`classify`]: names a fault type from the kinds of evidence about a component.
@@ -98,15 +98,20 @@ pub enum Signal {
         /// Whether its lines are error-level.
         error: bool,
     },
-    /// The share of an operation's spans that show an event (a log template, a call to a
-    /// peer) rose (error-level lines) or fell (the rest): what one request does changed.
-    SpanEvent {
-        /// The operation whose spans were compared.
-        operation: String,
-        /// The event (a log template, or `call to <peer>`).
-        event: String,
-        /// Whether the event is an error-level log line.
+    /// Within spans, what follows an event changed: the share of the event's occurrences
+    /// followed by `next` grew or fell (a request took another branch, was cut short, or
+    /// logged a new error). The component owns the first event (for a call's return, the
+    /// callee).
+    Transition {
+        /// The first event (`start of <op>`, `log line "<template>"`, `return from <component>
+        /// <op>`).
+        after: String,
+        /// The event that follows it.
+        next: String,
+        /// Whether `next` is an error-level log line.
         error: bool,
+        /// Whether the share grew (else it fell).
+        grew: bool,
     },
 }
 
@@ -145,10 +150,9 @@ impl Signal {
             Signal::TemplateShift { error, .. } => {
                 format!("template_shift{}", if *error { ":error" } else { "" })
             }
-            Signal::SpanEvent {
-                operation, error, ..
-            } => format!(
-                "span_event{}:{operation}",
+            Signal::Transition { error, grew, .. } => format!(
+                "transition:{}{}",
+                if *grew { "grew" } else { "fell" },
                 if *error { ":error" } else { "" }
             ),
         }

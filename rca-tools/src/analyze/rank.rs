@@ -33,6 +33,21 @@ pub struct Ranker {
     /// `ln(1 + significance)`: when nothing in a modality is clearly significant, its best
     /// component does not get full marks just for being the loudest of the quiet.
     pub significance: f64,
+    /// How a component's per-modality strengths become one score.
+    pub aggregation: Aggregation,
+}
+
+/// How a component's weighted per-modality strengths are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Aggregation {
+    /// Their sum: every modality that points at a component adds to it.
+    #[default]
+    Sum,
+    /// The strongest one, on one absolute scale (compressed scores times weights, not
+    /// normalised per modality: z-like scores of different analyzers are comparable once
+    /// compressed); the others only break ties (a tenth of their sum is added). A symptom
+    /// shows faintly in many modalities of many components, a root cause strongly in one.
+    Strongest,
 }
 
 impl Default for Ranker {
@@ -42,8 +57,18 @@ impl Default for Ranker {
             convergence_bonus: 0.5,
             agreement_threshold: 0.5,
             significance: 0.0,
+            aggregation: Aggregation::Sum,
         }
     }
+}
+
+/// What the modalities say about one component.
+#[derive(Default)]
+struct Strength {
+    normalised_sum: f64,
+    absolute_sum: f64,
+    strongest: f64,
+    modalities: BTreeSet<Modality>,
 }
 
 /// A component's place in a ranking of evidence (see [`Ranker::rank_evidence`]).
@@ -59,12 +84,14 @@ pub struct RankedEvidence {
 
 impl Ranker {
     /// The ranker every diagnosis path uses (`rca diagnose`'s reasoner and controller, and
-    /// `rca eval nezha`). Modalities are weighted by how specific their anomalies are to the
-    /// faulty component rather than to its symptoms: latency (traces) spreads to every caller
-    /// on the path and resource and request KPIs (metrics) move with load and retries, while a
-    /// component's own log behaviour changes mostly where the fault is: logs 1, metrics 1/2,
-    /// traces 1/4. A modality whose best score is below 10 does not give full marks
-    /// (`significance`). Chosen on the Nezha development day; see `docs/arch/nezha.md`.
+    /// `rca eval nezha`). A component's score is its strongest weighted, compressed finding
+    /// ([`Aggregation::Strongest`]). Modalities are weighted by how specific their anomalies
+    /// are to the faulty component rather than to its symptoms: latency (traces) spreads to
+    /// every caller on the path and request KPIs (metrics) move with load and retries, while
+    /// what a component's requests do (logs, and the span events of
+    /// [`super::events::EventAnalyzer`]) changes mostly where the fault is: logs 1, metrics
+    /// 1/2, traces 1/4. No convergence bonus: symptoms converge too. The weights date from
+    /// the first Nezha experiments; see `docs/arch/nezha.md`.
     pub fn multimodal() -> Self {
         Ranker {
             weights: BTreeMap::from([
@@ -72,17 +99,20 @@ impl Ranker {
                 (Modality::Metrics, 0.5),
                 (Modality::Traces, 0.25),
             ]),
-            convergence_bonus: 0.5,
+            convergence_bonus: 0.0,
             agreement_threshold: 0.5,
             significance: 10.0,
+            aggregation: Aggregation::Strongest,
         }
     }
 
     /// Ranks components: within each modality a component's strength is its best finding's
     /// score, compressed with `ln(1 + score)` (so one enormous z-score does not drown the
-    /// rest), divided by the modality's best over all components (or `ln(1 + significance)`
-    /// when larger); strengths are weighted, summed over modalities and multiplied by
-    /// `1 + convergence_bonus` for every further modality that agrees.
+    /// rest). With [`Aggregation::Sum`] it is divided by the modality's best over all
+    /// components (or `ln(1 + significance)` when larger), and strengths are weighted and
+    /// summed over modalities; with [`Aggregation::Strongest`] the largest weighted strength
+    /// counts. Either way the score is multiplied by `1 + convergence_bonus` for every further
+    /// modality that agrees (whose normalised strength reaches `agreement_threshold`).
     pub fn rank(&self, findings: &[Finding]) -> Vec<RankedComponent> {
         self.combine(
             findings
@@ -130,7 +160,7 @@ impl Ranker {
                 .or_insert(0.0);
             *e = e.max(score.max(0.0).ln_1p());
         }
-        let mut total: BTreeMap<&str, (f64, BTreeSet<Modality>)> = BTreeMap::new();
+        let mut total: BTreeMap<&str, Strength> = BTreeMap::new();
         for (modality, comps) in &best {
             let mut scores: Vec<f64> = comps.values().copied().collect();
             scores.sort_by(|a, b| b.total_cmp(a));
@@ -146,20 +176,26 @@ impl Ranker {
             for (c, s) in comps {
                 let norm = s / top;
                 let e = total.entry(c).or_default();
-                e.0 += weight * norm;
+                e.normalised_sum += weight * norm;
+                e.absolute_sum += weight * s;
+                e.strongest = e.strongest.max(weight * s);
                 if norm >= self.agreement_threshold {
-                    e.1.insert((*modality).clone());
+                    e.modalities.insert((*modality).clone());
                 }
             }
         }
         let mut ranked: Vec<RankedEvidence> = total
             .into_iter()
-            .map(|(c, (s, mods))| {
-                let extra = mods.len().saturating_sub(1) as f64;
+            .map(|(c, st)| {
+                let extra = st.modalities.len().saturating_sub(1) as f64;
+                let s = match self.aggregation {
+                    Aggregation::Sum => st.normalised_sum,
+                    Aggregation::Strongest => st.strongest + 0.1 * (st.absolute_sum - st.strongest),
+                };
                 RankedEvidence {
                     component: c.to_string(),
                     score: s * (1.0 + self.convergence_bonus * extra),
-                    modalities: mods.into_iter().collect(),
+                    modalities: st.modalities.into_iter().collect(),
                 }
             })
             .collect();
@@ -209,6 +245,27 @@ mod tests {
         for (a, b) in by_evidence.iter().zip(&by_findings) {
             assert_eq!((&a.component, a.score), (&b.component, b.score));
         }
+    }
+
+    #[test]
+    fn with_strongest_one_loud_finding_beats_faint_ones_everywhere() {
+        // A symptom: a little of everything. A root cause: one strong finding.
+        let fs = vec![
+            f(Modality::Logs, "symptom", 3.0),
+            f(Modality::Metrics, "symptom", 3.0),
+            f(Modality::Traces, "symptom", 3.0),
+            f(Modality::Logs, "cause", 12.0),
+        ];
+        let sum = Ranker::default().rank(&fs);
+        assert_eq!(sum[0].component, "symptom");
+        let strongest = Ranker {
+            aggregation: Aggregation::Strongest,
+            convergence_bonus: 0.0,
+            ..Ranker::default()
+        }
+        .rank(&fs);
+        assert_eq!(strongest[0].component, "cause");
+        assert_eq!(Ranker::multimodal().rank(&fs)[0].component, "cause");
     }
 
     #[test]

@@ -81,9 +81,15 @@ pub fn proportion_z(a: f64, na: f64, b: f64, nb: f64) -> f64 {
 /// Two-proportion z that also allows for drift: the baseline comes in two parts (`(hits,
 /// trials)` each), and the difference between their shares counts as extra variance, so an
 /// event whose share already wandered within the baseline (a data-dependent branch, a
-/// changing request mix) needs a larger change to surprise. Positive when the current share
+/// changing request mix) needs a larger change to surprise; `drift_weight` scales that extra
+/// variance (0: a plain pooled two-proportion z). Positive when the current share
 /// `cur_hits / cur_trials` grew.
-pub fn drifting_proportion_z(parts: [(f64, f64); 2], cur_hits: f64, cur_trials: f64) -> f64 {
+pub fn drifting_proportion_z(
+    parts: [(f64, f64); 2],
+    cur_hits: f64,
+    cur_trials: f64,
+    drift_weight: f64,
+) -> f64 {
     let (a, na) = (parts[0].0 + parts[1].0, parts[0].1 + parts[1].1);
     let pa = a / (na + 1.0);
     let pb = cur_hits / (cur_trials + 1.0);
@@ -91,7 +97,7 @@ pub fn drifting_proportion_z(parts: [(f64, f64); 2], cur_hits: f64, cur_trials: 
     let binomial = pooled * (1.0 - pooled) * (1.0 / (na + 1.0) + 1.0 / (cur_trials + 1.0));
     let share = |(h, n): (f64, f64)| (n > 0.0).then(|| h / n);
     let drift = match (share(parts[0]), share(parts[1])) {
-        (Some(p1), Some(p2)) => (p1 - p2).powi(2) / 2.0,
+        (Some(p1), Some(p2)) => drift_weight * (p1 - p2).powi(2) / 2.0,
         _ => 0.0,
     };
     let var = binomial + drift;
@@ -182,8 +188,8 @@ mod tests {
         assert!(proportion_z(50.0, 100.0, 10.0, 100.0) < -5.0);
         assert!(proportion_z(10.0, 100.0, 10.0, 100.0).abs() < 0.1);
         assert!(poisson_z(30.0, 5.0) > 10.0);
-        let steady = drifting_proportion_z([(50.0, 100.0), (50.0, 100.0)], 10.0, 100.0);
-        let wandering = drifting_proportion_z([(80.0, 100.0), (20.0, 100.0)], 10.0, 100.0);
+        let steady = drifting_proportion_z([(50.0, 100.0), (50.0, 100.0)], 10.0, 100.0, 1.0);
+        let wandering = drifting_proportion_z([(80.0, 100.0), (20.0, 100.0)], 10.0, 100.0, 1.0);
         assert!(steady < -5.0 && wandering > -2.0, "{steady} {wandering}");
     }
 
