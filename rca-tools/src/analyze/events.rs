@@ -57,7 +57,7 @@ impl Default for EventAnalyzer {
         EventAnalyzer {
             min_z: 3.0,
             min_events: 5,
-            error_level: Level::Warning,
+            error_level: Level::Error,
             error_weight: 2.0,
             drift_weight: 0.0,
         }
@@ -131,37 +131,48 @@ impl EventAnalyzer {
             .enumerate()
             .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))
             .collect();
+        let parent: Vec<Option<usize>> = spans
+            .iter()
+            .map(|s| {
+                s.parent_id
+                    .as_deref()
+                    .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)).copied())
+            })
+            .collect();
+        // The span each log line was written in (same component).
+        let written_in: Vec<Option<usize>> = records
+            .iter()
+            .map(|r| {
+                let (t, sp) = (r.attributes.get(TRACE_ID)?, r.attributes.get(SPAN_ID)?);
+                let i = *by_id.get(&(t.as_str(), sp.as_str()))?;
+                (spans[i].component == r.component).then_some(i)
+            })
+            .collect();
+        let mut has_logs = vec![false; spans.len()];
+        for i in written_in.iter().flatten() {
+            has_logs[*i] = true;
+        }
+        let names = operation_names(&spans, &parent, &has_logs);
         let mut interner = Interner::default();
         // The middle of every span: (time, event id), in arrival order.
         let mut middle: Vec<Vec<(Timestamp, usize)>> = vec![Vec::new(); spans.len()];
-        for s in &spans {
-            let Some(&p) = s
-                .parent_id
-                .as_deref()
-                .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)))
-            else {
+        for (i, s) in spans.iter().enumerate() {
+            let Some(p) = parent[i] else {
                 continue;
             };
             let id = interner.id(
                 Event {
                     component: s.component.clone(),
-                    step: Step::Return(s.operation.clone()),
+                    step: Step::Return(names[i].clone()),
                 },
                 false,
             );
             middle[p].push((span_end(s), id));
         }
-        for r in records {
-            let (Some(t), Some(sp)) = (r.attributes.get(TRACE_ID), r.attributes.get(SPAN_ID))
-            else {
+        for (r, i) in records.iter().zip(&written_in) {
+            let Some(i) = *i else {
                 continue;
             };
-            let Some(&i) = by_id.get(&(t.as_str(), sp.as_str())) else {
-                continue;
-            };
-            if spans[i].component != r.component {
-                continue;
-            }
             let error = r.level.is_some_and(|l| l >= self.error_level);
             let id = interner.id(
                 Event {
@@ -185,14 +196,14 @@ impl EventAnalyzer {
             let start = interner.id(
                 Event {
                     component: s.component.clone(),
-                    step: Step::Start(s.operation.clone()),
+                    step: Step::Start(names[i].clone()),
                 },
                 false,
             );
             let end = interner.id(
                 Event {
                     component: s.component.clone(),
-                    step: Step::End(s.operation.clone()),
+                    step: Step::End(names[i].clone()),
                 },
                 false,
             );
@@ -275,6 +286,29 @@ impl EventAnalyzer {
         });
         out
     }
+}
+
+/// The name of every span's operation. A client span (it writes no log line and has exactly
+/// one child, in another component) is named after its callee too: generic client
+/// operations (`HTTP POST`) call different services for different requests, and without the
+/// callee in the name a change of request mix would look like a change of what the call does.
+fn operation_names(spans: &[&Span], parent: &[Option<usize>], has_logs: &[bool]) -> Vec<String> {
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
+    for (i, p) in parent.iter().enumerate() {
+        if let Some(p) = p {
+            children[*p].push(i);
+        }
+    }
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match children[i].as_slice() {
+            [c] if !has_logs[i] && spans[*c].component != s.component => {
+                format!("{} to {}", s.operation, spans[*c].component)
+            }
+            _ => s.operation.clone(),
+        })
+        .collect()
 }
 
 /// When a span ends.

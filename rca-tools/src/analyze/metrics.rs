@@ -25,9 +25,10 @@ pub struct MetricAnalyzer {
     /// their own jumps, while a level far beyond anything seen stays surprising.
     pub excursion_z: f64,
     /// KPIs whose name contains one of these words (case-insensitive) measure a symptom, not
-    /// a resource: latency rises at every caller of a slow component and percentiles of
-    /// low-traffic components leap on a single slow request. Their scores are capped at
-    /// `symptom_cap`, so a saturated resource outranks them.
+    /// a saturated resource: latency rises at every caller of a slow component, percentiles
+    /// of low-traffic components leap on a single slow request, and traffic (requests,
+    /// syscalls, bytes on the network) follows the workload and its retries. Their scores are
+    /// capped at `symptom_cap`, so a saturated resource (CPU, memory) outranks them.
     pub symptom_words: Vec<String>,
     /// The cap for symptom KPIs.
     pub symptom_cap: f64,
@@ -41,9 +42,21 @@ impl Default for MetricAnalyzer {
             relative_floor: 0.05,
             max_score: 1000.0,
             excursion_z: 3.0,
-            symptom_words: ["latency", "duration", "response_time", "responsetime"]
-                .map(String::from)
-                .to_vec(),
+            symptom_words: [
+                "latency",
+                "duration",
+                "response_time",
+                "responsetime",
+                "syscall",
+                "network",
+                "bytes",
+                "packets",
+                "request",
+                "qps",
+                "throughput",
+            ]
+            .map(String::from)
+            .to_vec(),
             symptom_cap: 10.0,
         }
     }

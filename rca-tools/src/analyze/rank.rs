@@ -90,14 +90,15 @@ impl Ranker {
     /// every caller on the path and request KPIs (metrics) move with load and retries, while
     /// what a component's requests do (logs, and the span events of
     /// [`super::events::EventAnalyzer`]) changes mostly where the fault is: logs 1, metrics
-    /// 1/2, traces 1/4. No convergence bonus: symptoms converge too. The weights date from
-    /// the first Nezha experiments; see `docs/arch/nezha.md`.
+    /// 1/2, traces 0.4. No convergence bonus: symptoms converge too. On the Nezha development
+    /// day any traces weight from 0.25 to 0.5 ranks the same; 0.4 leaves room for faults that
+    /// show mostly in traces (network delay); see `docs/arch/nezha.md`.
     pub fn multimodal() -> Self {
         Ranker {
             weights: BTreeMap::from([
                 (Modality::Logs, 1.0),
                 (Modality::Metrics, 0.5),
-                (Modality::Traces, 0.25),
+                (Modality::Traces, 0.4),
             ]),
             convergence_bonus: 0.0,
             agreement_threshold: 0.5,
