@@ -1,4 +1,5 @@
-//! Trace anomalies: per-operation latency (self time) and error-rate shifts, client/server gap
+//! Trace anomalies: per-operation latency (self time; client spans excluded, their self time is
+//! the call's gap) and error-rate shifts, client/server gap
 //! shifts between components, call-structure shifts, the service call graph, and blame that
 //! follows anomalous callees down the graph.
 
@@ -240,11 +241,20 @@ impl TraceAnalyzer {
             })
             .collect();
         let mut child_time = vec![0u64; spans.len()];
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
         for (i, p) in parent_of.iter().enumerate() {
             if let Some(p) = p {
                 child_time[*p] = child_time[*p].saturating_add(spans[i].duration_us);
+                children[*p].push(i);
             }
         }
+        // A client span (one child, in another component) does no work of its own: its self
+        // time is the gap between client and server, judged per call edge below.
+        let is_client: Vec<bool> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| matches!(children[i].as_slice(), [c] if spans[*c].component != s.component))
+            .collect();
         let mut self_time: BTreeMap<(&str, &str), Series> = BTreeMap::new();
         let mut total_time: BTreeMap<(&str, &str), Series> = BTreeMap::new();
         let mut gaps: BTreeMap<(&str, &str), Series> = BTreeMap::new();
@@ -255,7 +265,9 @@ impl TraceAnalyzer {
             let cur = window.current.contains(s.start);
             let own = s.duration_us.saturating_sub(child_time[i]) as f64;
             let key = (s.component.as_str(), s.operation.as_str());
-            self_time.entry(key).or_default().push(cur, own, s.start);
+            if !is_client[i] {
+                self_time.entry(key).or_default().push(cur, own, s.start);
+            }
             total_time
                 .entry(key)
                 .or_default()
@@ -318,27 +330,53 @@ impl TraceAnalyzer {
                 });
             }
         }
+        // A slower edge is the fault of the endpoint that most of its edges are slow at: a
+        // delayed component slows every call to and from it, its peers only one edge each.
+        let mut share: HashMap<&str, (usize, usize)> = HashMap::new();
+        for ((caller, callee), s) in &gaps {
+            let Some(z) = self.latency_z(s) else {
+                continue;
+            };
+            let slow = z >= self.min_z;
+            for c in [*caller, *callee] {
+                let e = share.entry(c).or_default();
+                e.0 += usize::from(slow);
+                e.1 += 1;
+            }
+        }
+        // (share of a component's judged edges that are slow, how many are slow)
+        let slowness = |c: &str| {
+            share.get(c).map_or((0.0, 0), |(slow, all)| {
+                (*slow as f64 / (*all).max(1) as f64, *slow)
+            })
+        };
+        let mut gap_blame: BTreeMap<String, f64> = BTreeMap::new();
         for ((caller, callee), s) in &gaps {
             if let Some(z) = self.latency_z(s).filter(|z| *z >= self.min_z) {
-                let summary = format!(
-                    "calls {caller} -> {callee} spend longer between client and server: median \
-                     gap {} us vs {} us in the baseline (z {})",
-                    fmt_num(median(&s.cur)),
-                    fmt_num(median(&s.base)),
-                    fmt_num(z)
-                );
-                for (c, peer) in [(callee, caller), (caller, callee)] {
-                    out.push(Finding {
-                        modality: Modality::Traces,
-                        observed_at: s.first.unwrap_or(start),
-                        component: c.to_string(),
-                        signal: Signal::CallGap {
-                            peer: peer.to_string(),
-                        },
-                        summary: summary.clone(),
-                        score: z,
-                    });
-                }
+                let at = if slowness(caller) > slowness(callee) {
+                    *caller
+                } else {
+                    *callee
+                };
+                let e = gap_blame.entry(at.to_string()).or_insert(0.0);
+                *e = e.max(z);
+                let peer = if at == *caller { callee } else { caller };
+                out.push(Finding {
+                    modality: Modality::Traces,
+                    observed_at: s.first.unwrap_or(start),
+                    component: at.to_string(),
+                    signal: Signal::CallGap {
+                        peer: peer.to_string(),
+                    },
+                    summary: format!(
+                        "calls {caller} -> {callee} spend longer between client and server: \
+                         median gap {} us vs {} us in the baseline (z {})",
+                        fmt_num(median(&s.cur)),
+                        fmt_num(median(&s.base)),
+                        fmt_num(z)
+                    ),
+                    score: z,
+                });
             }
         }
         for ((component, operation), t) in &ops {
@@ -406,6 +444,10 @@ impl TraceAnalyzer {
                 *e = e.max(z);
             }
         }
+        for (component, z) in &gap_blame {
+            let e = comp_latency.entry(component.clone()).or_insert(0.0);
+            *e = e.max(*z);
+        }
         let owned: Vec<Span> = spans.iter().map(|s| (*s).clone()).collect();
         let graph = ServiceGraph::from_spans(&owned);
         for (component, score) in graph.blame(&comp_latency, self.min_z) {
@@ -471,6 +513,67 @@ mod tests {
             TimeRange::new(Timestamp(0), Timestamp::from_secs(20)),
             TimeRange::new(Timestamp::from_secs(20), Timestamp::from_secs(40)),
         )
+    }
+
+    /// front -> mid -> db and front -> other, through client spans; in the current window
+    /// mid's network is slow (its responses and its requests wait `delay` us).
+    fn delayed_network(delay: u64) -> Vec<Span> {
+        let mut v = Vec::new();
+        for i in 0..40 {
+            let d = if i >= 20 { delay } else { 0 };
+            let jitter = (i % 4) as u64 * 100;
+            let t = i as i64;
+            let db = 4_000 + jitter;
+            let mid_client = db + 500 + d;
+            let mid = mid_client + 2_000;
+            let other = 3_000 + jitter;
+            let front_to_mid = mid + 500 + d;
+            let front_to_other = other + 500;
+            v.push(span(
+                i,
+                "a",
+                None,
+                "front",
+                t,
+                front_to_mid + front_to_other + 1_000,
+            ));
+            v.push(span(i, "a1", Some("a"), "front", t, front_to_mid));
+            v.push(span(i, "b", Some("a1"), "mid", t, mid));
+            v.push(span(i, "b1", Some("b"), "mid", t, mid_client));
+            v.push(span(i, "c", Some("b1"), "db", t, db));
+            v.push(span(i, "a2", Some("a"), "front", t, front_to_other));
+            v.push(span(i, "d", Some("a2"), "other", t, other));
+        }
+        v
+    }
+
+    #[test]
+    fn a_slow_network_is_blamed_on_the_component_all_slow_calls_touch() {
+        let f = TraceAnalyzer::default().analyze(&delayed_network(50_000), &window());
+        let gaps: Vec<&str> = f
+            .iter()
+            .filter(|x| matches!(x.signal, Signal::CallGap { .. }))
+            .map(|x| x.component.as_str())
+            .collect();
+        assert!(!gaps.is_empty());
+        assert!(gaps.iter().all(|c| *c == "mid"), "{f:?}");
+        let blamed: Vec<&str> = f
+            .iter()
+            .filter(|x| matches!(x.signal, Signal::Blame))
+            .map(|x| x.component.as_str())
+            .collect();
+        assert_eq!(blamed, ["mid"], "{f:?}");
+        // The callers' client spans are not "slower in themselves".
+        assert!(
+            f.iter()
+                .all(|x| !matches!(x.signal, Signal::Latency { .. }) || x.component == "mid"),
+            "{f:?}"
+        );
+        assert!(
+            TraceAnalyzer::default()
+                .analyze(&delayed_network(0), &window())
+                .is_empty()
+        );
     }
 
     #[test]
