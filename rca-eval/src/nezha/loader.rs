@@ -361,6 +361,40 @@ pub fn read_log_csv(
     Ok(())
 }
 
+/// Reads the per-minute log and trace files of a day into one case's records.
+struct MinuteReader<'a> {
+    log_dir: PathBuf,
+    trace_dir: PathBuf,
+    logs: &'a mut Vec<LogRecord>,
+    spans: &'a mut Vec<Span>,
+    report: &'a mut LoadReport,
+}
+
+impl MinuteReader<'_> {
+    /// Keeps the lines and spans in `keep` from the files of the minutes `[from, to]`.
+    fn read(&mut self, from: Timestamp, to: Timestamp, keep: TimeRange) -> Result<(), NezhaError> {
+        read_log_csv(
+            &minute_files(&self.log_dir, "_log", from, to),
+            keep,
+            self.logs,
+            self.report,
+        )?;
+        let src = FileTraceSource::open(
+            &minute_files(&self.trace_dir, "_trace", from, to),
+            None,
+            None,
+        )?;
+        self.report.merge(src.report());
+        self.spans.extend(
+            src.spans_all()
+                .iter()
+                .filter(|s| keep.contains(s.start))
+                .cloned(),
+        );
+        Ok(())
+    }
+}
+
 /// Reads one case: the per-minute logs and traces around the fault, the construct baseline
 /// (when it lies before the fault), and the day's metrics around the fault. Nothing at or
 /// after the detection time is kept.
@@ -373,37 +407,25 @@ pub fn load_case(
     let t0 = case.inject_time;
     let before = TimeRange::new(t0.offset_millis(-options.before_secs * 1000), t0);
     let mut report = LoadReport::default();
-    let log_dir = day.dir.join("log");
-    let trace_dir = day.dir.join("trace");
     // The current window: the settled minute's file, or a fixed span after the fault.
     let mut logs = Vec::new();
     let mut spans = Vec::new();
-    let after_fault = TimeRange::new(t0, Timestamp(i64::MAX));
+    let mut minutes = MinuteReader {
+        log_dir: day.dir.join("log"),
+        trace_dir: day.dir.join("trace"),
+        logs: &mut logs,
+        spans: &mut spans,
+        report: &mut report,
+    };
     if let Some(k) = options.settled_minute {
         let minute = t0.offset_millis(k * 60_000);
-        read_log_csv(
-            &minute_files(&log_dir, "_log", minute, minute),
-            after_fault,
-            &mut logs,
-            &mut report,
-        )?;
-        let src = FileTraceSource::open(
-            &minute_files(&trace_dir, "_trace", minute, minute),
-            None,
-            None,
-        )?;
-        report.merge(src.report());
-        spans.extend(
-            src.spans_all()
-                .iter()
-                .filter(|s| after_fault.contains(s.start))
-                .cloned(),
-        );
+        minutes.read(minute, minute, TimeRange::new(t0, Timestamp(i64::MAX)))?;
     }
-    let times = logs
+    let times = minutes
+        .logs
         .iter()
         .map(|r| r.timestamp)
-        .chain(spans.iter().map(|s| s.start));
+        .chain(minutes.spans.iter().map(|s| s.start));
     let current = match (times.clone().min(), times.max()) {
         (Some(lo), Some(hi)) => TimeRange::new(lo, hi.offset_millis(1)),
         _ => TimeRange::new(t0, t0.offset_millis(options.after_secs * 1000)),
@@ -411,40 +433,12 @@ pub fn load_case(
     // The incident counts as detected `after_secs` after the fault (or at the end of the
     // settled minute, if later): the metric window runs up to it.
     let detected_at = current.end.max(t0.offset_millis(options.after_secs * 1000));
-    if logs.is_empty() && spans.is_empty() {
-        // Per-minute files are named by the minute their content ends in; read one more.
-        let (from, to) = (before.start, detected_at.offset_millis(60_000));
-        read_log_csv(
-            &minute_files(&log_dir, "_log", from, to),
-            current,
-            &mut logs,
-            &mut report,
-        )?;
-        let src = FileTraceSource::open(&minute_files(&trace_dir, "_trace", from, to), None, None)?;
-        report.merge(src.report());
-        spans.extend(
-            src.spans_all()
-                .iter()
-                .filter(|s| current.contains(s.start))
-                .cloned(),
-        );
+    // Per-minute files are named by the minute their content ends in; read one more.
+    if minutes.logs.is_empty() && minutes.spans.is_empty() {
+        minutes.read(before.start, detected_at.offset_millis(60_000), current)?;
     }
     // The pre-fault baseline.
-    let (from, to) = (before.start, t0.offset_millis(60_000));
-    read_log_csv(
-        &minute_files(&log_dir, "_log", from, to),
-        before,
-        &mut logs,
-        &mut report,
-    )?;
-    let src = FileTraceSource::open(&minute_files(&trace_dir, "_trace", from, to), None, None)?;
-    report.merge(src.report());
-    spans.extend(
-        src.spans_all()
-            .iter()
-            .filter(|s| before.contains(s.start))
-            .cloned(),
-    );
+    minutes.read(before.start, t0.offset_millis(60_000), before)?;
     let mut baseline_start = before.start;
     if options.use_construct
         && let Some(cdir) = &day.construct_dir

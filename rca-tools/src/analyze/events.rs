@@ -28,7 +28,7 @@ use rca_core::source::{Level, LogRecord, Span};
 use rca_core::{Modality, Timestamp};
 
 use super::stats::drifting_proportion_z;
-use super::{Finding, Signal, Window, fmt_num};
+use super::{Finding, Signal, SpanIndex, Window, fmt_num};
 
 /// The log attribute that names a line's trace.
 pub const TRACE_ID: &str = "trace_id";
@@ -124,21 +124,11 @@ impl EventAnalyzer {
         window: &Window,
         template: &dyn Fn(&str) -> String,
     ) -> Vec<Finding> {
-        let in_windows = |t: Timestamp| window.baseline.contains(t) || window.current.contains(t);
-        let spans: Vec<&Span> = spans.iter().filter(|s| in_windows(s.start)).collect();
-        let by_id: HashMap<(&str, &str), usize> = spans
-            .iter()
-            .enumerate()
-            .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))
-            .collect();
-        let parent: Vec<Option<usize>> = spans
-            .iter()
-            .map(|s| {
-                s.parent_id
-                    .as_deref()
-                    .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)).copied())
-            })
-            .collect();
+        let SpanIndex {
+            spans,
+            by_id,
+            parent,
+        } = SpanIndex::new(spans, window);
         // The span each log line was written in (same component).
         let written_in: Vec<Option<usize>> = records
             .iter()

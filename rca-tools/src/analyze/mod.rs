@@ -173,6 +173,44 @@ impl Finding {
     }
 }
 
+/// The spans of both windows, indexed: by (trace id, span id), with each span's parent.
+pub(crate) struct SpanIndex<'a> {
+    /// The spans whose start lies in the baseline or the current window.
+    pub spans: Vec<&'a rca_core::source::Span>,
+    /// (trace id, span id) -> position in `spans`.
+    pub by_id: std::collections::HashMap<(&'a str, &'a str), usize>,
+    /// Each span's parent, when it is among `spans`.
+    pub parent: Vec<Option<usize>>,
+}
+
+impl<'a> SpanIndex<'a> {
+    /// Indexes the spans that start in either window.
+    pub fn new(spans: &'a [rca_core::source::Span], window: &Window) -> Self {
+        let spans: Vec<&rca_core::source::Span> = spans
+            .iter()
+            .filter(|s| window.baseline.contains(s.start) || window.current.contains(s.start))
+            .collect();
+        let by_id: std::collections::HashMap<(&str, &str), usize> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))
+            .collect();
+        let parent = spans
+            .iter()
+            .map(|s| {
+                s.parent_id
+                    .as_deref()
+                    .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)).copied())
+            })
+            .collect();
+        SpanIndex {
+            spans,
+            by_id,
+            parent,
+        }
+    }
+}
+
 /// Rounds for display.
 pub(crate) fn fmt_num(x: f64) -> String {
     if x.abs() >= 100.0 {

@@ -11,7 +11,7 @@ use rca_core::source::Span;
 use rca_core::{Modality, Timestamp};
 
 use super::stats::{RobustBaseline, median, proportion_z, quantile};
-use super::{Finding, Signal, Window, fmt_num};
+use super::{Finding, Signal, SpanIndex, Window, fmt_num};
 
 /// The call graph between components, built from parent/child spans in different components.
 #[derive(Debug, Clone, Default)]
@@ -223,23 +223,11 @@ impl TraceAnalyzer {
     /// Findings, strongest first: latency, call gaps, error rates, dropped paths, and blame
     /// from following anomalous callees down the call graph.
     pub fn analyze(&self, spans: &[Span], window: &Window) -> Vec<Finding> {
-        let spans: Vec<&Span> = spans
-            .iter()
-            .filter(|s| window.baseline.contains(s.start) || window.current.contains(s.start))
-            .collect();
-        let by_id: HashMap<(&str, &str), usize> = spans
-            .iter()
-            .enumerate()
-            .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))
-            .collect();
-        let parent_of: Vec<Option<usize>> = spans
-            .iter()
-            .map(|s| {
-                s.parent_id
-                    .as_deref()
-                    .and_then(|p| by_id.get(&(s.trace_id.as_str(), p)).copied())
-            })
-            .collect();
+        let SpanIndex {
+            spans,
+            parent: parent_of,
+            ..
+        } = SpanIndex::new(spans, window);
         let mut child_time = vec![0u64; spans.len()];
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
         for (i, p) in parent_of.iter().enumerate() {
