@@ -11,11 +11,13 @@
 # it is set (as in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/phase.sh
+source scripts/phase.sh
 
-bash scripts/fetch-model.sh
+phase "embedding model fetch" bash scripts/fetch-model.sh
 
 # PostgreSQL and Prometheus on loopback, stopped again when the tests end.
-bash scripts/services.sh start >/dev/null
+phase "services set-up" bash scripts/services.sh start >/dev/null
 trap 'bash scripts/services.sh stop' EXIT
 # shellcheck disable=SC1091
 source .services/env
@@ -28,5 +30,7 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
-cargo nextest run --workspace --all-features --no-fail-fast "$@"
-cargo test --workspace --all-features --doc
+phase "test build" cargo nextest run --workspace --all-features --no-run "$@"
+phase "test run" cargo nextest run --workspace --all-features --no-fail-fast "$@"
+phase "doc tests" cargo test --workspace --all-features --doc
+phase_total
