@@ -2,7 +2,10 @@
 # Starts (or stops) the servers the test suite talks to, on loopback only:
 #   - PostgreSQL (a throw-away cluster in .services/pg, port $RCA_PG_PORT, default 54329);
 #   - Prometheus (port $RCA_PROM_PORT, default 19090) with a small fixture backfilled from
-#     OpenMetrics by promtool.
+#     OpenMetrics by promtool;
+#   - the local language model: llama-cpp-python's OpenAI-compatible server (port
+#     $RCA_LLM_PORT, default 18080) serving Gemma 3 270M, fetched and built by
+#     scripts/fetch-llm.sh. Ready means it answered a real chat completion.
 # Installs the Debian packages when they are missing (needs root, as on CI), including
 # chromium and chromium-driver for the HTML report test.
 #
@@ -16,6 +19,9 @@ ROOT=$PWD
 STATE=$ROOT/.services
 PG_PORT=${RCA_PG_PORT:-54329}
 PROM_PORT=${RCA_PROM_PORT:-19090}
+LLM_PORT=${RCA_LLM_PORT:-18080}
+LLM_ALIAS=gemma-3-270m-q4_k_m
+LLM_N_CTX=8192
 
 need_packages() {
   local missing=()
@@ -118,15 +124,58 @@ YML
   return 1
 }
 
+start_llm() {
+  local dir=$STATE/llm
+  # Paths of the model file and the server's Python (fetched or built once; a no-op after).
+  eval "$(bash "$ROOT/scripts/fetch-llm.sh")"
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "$RCA_LLM_SERVER_PYTHON" -c 'import llama_cpp; print(llama_cpp.__version__)' > "$dir/version"
+  nohup "$RCA_LLM_SERVER_PYTHON" -m llama_cpp.server --model "$RCA_LLM_MODEL_FILE" \
+    --host 127.0.0.1 --port "$LLM_PORT" --n_ctx "$LLM_N_CTX" --model_alias "$LLM_ALIAS" \
+    --chat_format gemma --n_threads 2 --interrupt_requests False >"$dir/server.log" 2>&1 &
+  echo $! > "$dir/pid"
+  # Requests queue instead of interrupting each other (the default cuts a running stream
+  # short when another request arrives). Ready when it answers a real one-token completion (loading takes 5-10 s).
+  for _ in $(seq 1 120); do
+    if python3 - "$LLM_PORT" "$LLM_ALIAS" 2>/dev/null <<'PY'
+import json, sys, urllib.request
+port, alias = sys.argv[1], sys.argv[2]
+body = json.dumps({"model": alias, "max_tokens": 1, "temperature": 0,
+                   "messages": [{"role": "user", "content": "ping"}]}).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
+                             {"Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=30) as r:
+    assert json.load(r)["usage"]["prompt_tokens"] > 0
+PY
+    then
+      return 0
+    fi
+    if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+      break
+    fi
+    sleep 1
+  done
+  echo "services: the model server did not become ready; log:" >&2
+  tail -20 "$dir/server.log" >&2
+  return 1
+}
+
 stop_all() {
   local bin
   if [ -d "$STATE/pg" ] && bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1); then
     as_pg_owner "$bin/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null 2>&1 || true
   fi
-  if [ -f "$STATE/prom/pid" ]; then
-    kill "$(cat "$STATE/prom/pid")" 2>/dev/null || true
-    rm -f "$STATE/prom/pid"
-  fi
+  local f
+  for f in "$STATE/prom/pid" "$STATE/llm/pid"; do
+    if [ -f "$f" ]; then
+      kill "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    fi
+  done
 }
 
 case "${1:-start}" in
@@ -135,10 +184,19 @@ case "${1:-start}" in
     need_packages
     start_postgres
     start_prometheus
+    start_llm
     cat > "$STATE/env" <<ENV
 export RCA_POSTGRES_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
 export RCA_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"
 export RCA_PROMETHEUS_FIXTURE_START="$(cat "$STATE/prom/fixture_start")"
+export RCA_LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
+export RCA_LLM_MODEL="$LLM_ALIAS"
+export RCA_LLM_MODEL_FILE="$RCA_LLM_MODEL_FILE"
+export RCA_LLM_MODEL_SHA256="$RCA_LLM_MODEL_SHA256"
+export RCA_LLM_QUANTIZATION="Q4_K_M"
+export RCA_LLM_SERVER="llama-cpp-python"
+export RCA_LLM_SERVER_VERSION="$(cat "$STATE/llm/version")"
+export RCA_LLM_N_CTX="$LLM_N_CTX"
 ENV
     cat "$STATE/env"
     ;;

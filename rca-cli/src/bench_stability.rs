@@ -10,6 +10,9 @@ use rca_eval::stability::{StabilitySettings, obsk_comparison, run_stability};
 pub enum BenchCommand {
     /// Controller stability under corrupted model turns (pass and invalid-action rates).
     Stability(StabilityArgs),
+    /// Every agent end to end on a real model (or a recording of one): budgets, token
+    /// counts, invalid turns and invariants.
+    Agents(crate::bench_agents::AgentsArgs),
 }
 
 /// Arguments of `rca bench stability`.
@@ -36,6 +39,7 @@ pub struct StabilityArgs {
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Stability(args) => stability(args).await,
+        BenchCommand::Agents(args) => crate::bench_agents::run(args).await,
     }
 }
 
@@ -99,7 +103,9 @@ mod tests {
             path.to_str().unwrap(),
         ])
         .unwrap();
-        let BenchCommand::Stability(args) = &w.command;
+        let BenchCommand::Stability(args) = &w.command else {
+            panic!("not stability")
+        };
         assert_eq!((args.episodes, args.corruption, args.json), (4, 0.5, true));
         run(w.command).await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -107,7 +113,9 @@ mod tests {
         assert!(text.contains("rca bench stability --episodes 4 --corruption 0.5"));
         assert!(text.contains("| no_regen |") && text.contains("prompt tokens with OBSK"));
         let defaults = Wrapper::try_parse_from(["bench", "stability"]).unwrap();
-        let BenchCommand::Stability(d) = defaults.command;
+        let BenchCommand::Stability(d) = defaults.command else {
+            panic!("not stability")
+        };
         assert_eq!((d.episodes, d.corruption, d.json), (1000, 0.3, false));
     }
 }

@@ -1,20 +1,13 @@
 //! `rca diagnose DIR`: staged multi-modal diagnosis of an incident directory.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use rca_agents::memory::InMemoryShortTermMemory;
-use rca_agents::orchestra::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
-use rca_agents::orchestra::model::{ModelController, ModelPlanner, ModelReasoner};
-use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
-use rca_agents::orchestra::{Controller, Explorer, Orchestrator, Planner, Reasoner};
+#[cfg(feature = "sql")]
+use rca_agents::orchestra::pipeline::service_graph;
+use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels, RunEvent};
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
-use rca_tools::analyze::events::EventAnalyzer;
-use rca_tools::analyze::logs::LogAnalyzer;
-use rca_tools::analyze::metrics::MetricAnalyzer;
-use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
 use rca_tools::incident_dir::IncidentDir;
 
 use crate::config::Config;
@@ -90,66 +83,12 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         }
     }
     progress.inc(1);
-    let windows = WindowPolicy {
-        current_millis: current_minutes.max(1) * 60_000,
-        baseline: loaded.baseline,
-    };
-    let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
-    let mut graph_edges: Vec<(String, String)> = loaded.incident.topology.clone();
-    if !loaded.metrics.samples_all().is_empty() {
-        let m = &loaded.metrics;
-        explorers.push(Arc::new(TelemetryExplorer::new(
-            Telemetry::Metrics(Arc::new(m.clone()), MetricAnalyzer::default()),
-            windows,
-        )));
-    }
-    if !loaded.traces.spans_all().is_empty() {
-        let t = &loaded.traces;
-        if graph_edges.is_empty() {
-            graph_edges = ServiceGraph::from_spans(t.spans_all())
-                .edges()
-                .into_iter()
-                .map(|(a, b, _)| (a, b))
-                .collect();
-        }
-        explorers.push(Arc::new(TelemetryExplorer::new(
-            Telemetry::Traces(Arc::new(t.clone()), TraceAnalyzer::default()),
-            windows,
-        )));
-    }
-    if !loaded.logs.records().is_empty() {
-        let l = &loaded.logs;
-        let mut logs = TelemetryExplorer::new(
-            Telemetry::Logs(Arc::new(l.clone()), LogAnalyzer::default()),
-            windows,
-        );
-        if !loaded.traces.spans_all().is_empty() {
-            // Log lines joined to their spans: what each operation's requests stopped doing.
-            logs = logs.with_spans(Arc::new(loaded.traces.clone()), EventAnalyzer::default());
-        }
-        explorers.push(Arc::new(logs));
-    }
-    anyhow::ensure!(
-        !explorers.is_empty(),
-        "the manifest lists no logs, metrics or traces to examine"
-    );
-    let controller = ConvergenceController {
-        min_modalities,
-        ..ConvergenceController::default()
-    };
-    // Roles with a model in the config are model-backed; the rest are deterministic policies.
-    let planner: Arc<dyn Planner> = match config.model_for(config.roles.planner.as_ref())? {
-        Some(m) => Arc::new(ModelPlanner::new(m)),
-        None => Arc::new(OrderedPlanner::default()),
-    };
-    let controller: Arc<dyn Controller> =
-        match config.model_for(config.roles.controller.as_ref())? {
-            Some(m) => Arc::new(ModelController::new(m, controller)),
-            None => Arc::new(controller),
-        };
-    let reasoner: Arc<dyn Reasoner> = match config.model_for(config.roles.reasoner.as_ref())? {
-        Some(m) => Arc::new(ModelReasoner::new(m)),
-        None => Arc::new(EvidenceReasoner::default()),
+    // Roles with a model in the config are model-backed (their policies answer when the
+    // model fails); the rest are deterministic policies.
+    let models = RoleModels {
+        planner: config.model_for(config.roles.planner.as_ref())?,
+        controller: config.model_for(config.roles.controller.as_ref())?,
+        reasoner: config.model_for(config.roles.reasoner.as_ref())?,
     };
     if config.roles.explorer.is_some() {
         eprintln!(
@@ -157,21 +96,45 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
              that call tools (rca-agents react), not by this command"
         );
     }
+    let pipeline_config = PipelineConfig {
+        current_minutes,
+        min_modalities,
+        wall_time: Some(std::time::Duration::from_secs(config.budgets.wall_seconds)),
+        fall_back_to_policies: true,
+    };
     #[cfg(feature = "sql")]
     let generated = match &args.generated_tools {
-        Some(path) => {
-            let tools = crate::generated_tools::GeneratedTools::open(path, &loaded)?;
-            explorers = tools.explorers();
-            Some(tools)
-        }
+        Some(path) => Some(crate::generated_tools::GeneratedTools::open(path, &loaded)?),
         None => None,
     };
-    let orchestrator = Orchestrator::new(planner, controller, reasoner, explorers);
+    let pipeline = {
+        #[cfg(feature = "sql")]
+        if let Some(tools) = &generated {
+            DiagnosisPipeline::with_explorers(
+                tools.explorers(),
+                service_graph(&loaded),
+                models,
+                pipeline_config,
+            )
+        } else {
+            DiagnosisPipeline::new(&loaded, models, pipeline_config)
+        }
+        #[cfg(not(feature = "sql"))]
+        DiagnosisPipeline::new(&loaded, models, pipeline_config)
+    }?;
+    let graph_edges = pipeline.service_graph.clone();
     progress.set_message("diagnosing");
-    let run = orchestrator
-        .run(&loaded.incident, &InMemoryShortTermMemory::new())
+    let run = pipeline
+        .run(&loaded.incident)
         .await
         .context("diagnosis failed")?;
+    for event in &run.events {
+        if let RunEvent::RoleFellBack { role, error } = event {
+            eprintln!(
+                "warning: the {role}'s model failed ({error}); its deterministic policy answered"
+            );
+        }
+    }
     #[cfg(feature = "sql")]
     if let Some(tools) = &generated {
         let concluded = matches!(

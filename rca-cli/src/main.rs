@@ -3,6 +3,7 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod bench_agents;
 mod bench_stability;
 mod config;
 mod diagnose;

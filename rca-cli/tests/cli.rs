@@ -425,3 +425,183 @@ fn warm_up_then_diagnose_with_generated_tools() {
             .is_some_and(|k| k.starts_with("generated_tool:"))
     }));
 }
+
+/// The local model server of the test suite (`RCA_LLM_BASE_URL`, `RCA_LLM_MODEL` from
+/// `.services/env`), or `None` (skip) when it is not configured and `RCA_REQUIRE_ALL` is unset.
+fn local_model() -> Option<(String, String)> {
+    match (
+        std::env::var("RCA_LLM_BASE_URL"),
+        std::env::var("RCA_LLM_MODEL"),
+    ) {
+        (Ok(url), Ok(model)) => Some((url, model)),
+        _ => {
+            assert!(
+                std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                "RCA_LLM_BASE_URL is not set: run `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
+            );
+            eprintln!("skipped: no local model server");
+            None
+        }
+    }
+}
+
+/// The committed recordings of the real model: what they say about themselves.
+const RECORDINGS: &str = "rca-eval/data/recordings/gemma-3-270m";
+const GEMMA_SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+
+fn check_recordings(dir: &Path, sha256: &str) {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let cassette = rca_llm::Cassette::load(&path).unwrap();
+        let p = cassette
+            .provenance
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} names no model", path.display()));
+        assert_eq!(p.model_sha256, sha256, "{}", path.display());
+        assert_eq!(p.quantization, "Q4_K_M");
+        assert_eq!(p.server, "llama-cpp-python");
+        assert!(!p.server_version.is_empty() && p.sampling.is_object());
+        assert!(!cassette.entries.is_empty(), "{}", path.display());
+        for e in &cassette.entries {
+            assert!(!e.model_id.starts_with("scripted-"), "{}", path.display());
+            assert!(
+                !e.response.usage.estimated && e.response.usage.prompt_tokens > 0,
+                "{}: every turn carries the server's counts",
+                path.display()
+            );
+        }
+        seen += 1;
+    }
+    assert!(seen >= 6, "{seen} recordings in {}", dir.display());
+}
+
+#[test]
+fn agents_replay_from_the_recorded_real_model() {
+    let root = repo_root();
+    let dir = root.join(RECORDINGS);
+    check_recordings(&dir, GEMMA_SHA256);
+    let out = rca()
+        .current_dir(&root)
+        .args(["bench", "agents", "--json", "--replay"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(runs.len() >= 6, "{runs:?}");
+    for r in &runs {
+        assert!(
+            r["model"].as_str().unwrap().starts_with("replay:"),
+            "replayed output is labelled as a replay: {r}"
+        );
+        assert!(r["model_calls"].as_u64().unwrap() > 0, "{r}");
+    }
+}
+
+#[test]
+fn agents_on_the_local_model_then_replayed() {
+    let Some((url, model)) = local_model() else {
+        return;
+    };
+    let root = repo_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = rca()
+        .current_dir(&root)
+        .args([
+            "bench",
+            "agents",
+            "--json",
+            "--model-url",
+            &url,
+            "--model",
+            &model,
+        ])
+        .arg("--record")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let live: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let sha = std::env::var("RCA_LLM_MODEL_SHA256").unwrap_or_else(|_| GEMMA_SHA256.into());
+    check_recordings(dir.path(), &sha);
+    for r in &live {
+        assert_eq!(r["model"], model.as_str(), "{r}");
+        assert_eq!(r["server_counted"], true, "{r}");
+    }
+    // The fresh recording replays with no server: the same calls, outcomes and counts.
+    let out = rca()
+        .current_dir(&root)
+        .args(["bench", "agents", "--json", "--replay"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replayed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(live.len(), replayed.len());
+    for (a, b) in live.iter().zip(&replayed) {
+        for key in [
+            "agent",
+            "outcome",
+            "steps",
+            "model_calls",
+            "prompt_tokens",
+            "invalid_turns",
+        ] {
+            assert_eq!(a[key], b[key], "{key}: live {a} replayed {b}");
+        }
+    }
+}
+
+#[test]
+fn diagnose_with_the_local_model_in_every_role() {
+    let Some((url, model)) = local_model() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rca.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[models.local]\nbase_url = \"{url}\"\nmodel = \"{model}\"\n\
+             features = {{ native_n = false, tool_calls = false, schema_in_json_object = true }}\n\
+             [roles]\nplanner = \"local\"\ncontroller = \"local\"\nreasoner = \"local\"\n\
+             [budgets]\nwall_seconds = 300\n"
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = rca()
+        .current_dir(repo_root())
+        .args([
+            "diagnose",
+            "examples/incidents/trainticket-cpu",
+            "--json",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--trajectory")
+        .arg(dir.path().join("t.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(started.elapsed().as_secs() < 330, "the wall budget holds");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !report["candidates"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    assert_eq!(saved["format_version"], 1);
+}

@@ -116,6 +116,9 @@ pub enum ToolChoice {
     None,
     /// The model must call some tool.
     Required,
+    /// The model must call this tool (by name). Servers that ignore `auto` (llama.cpp's
+    /// Python server) still honour a named choice, decoding the arguments under a grammar.
+    Function(String),
 }
 
 /// A request for a chat completion, with every sampling knob the papers need.
@@ -336,6 +339,10 @@ pub struct Capabilities {
     pub json_schema: bool,
     /// Server-sent-event streaming.
     pub streaming: bool,
+    /// Honours a [`ToolChoice::Function`] naming one tool, even where `tool_calls` is false
+    /// (the model then picks no tool itself, but fills a named tool's arguments).
+    #[serde(default)]
+    pub named_tool_choice: bool,
 }
 
 /// A chat model: anything that turns a [`CompletionRequest`] into a [`CompletionResponse`].
@@ -396,6 +403,21 @@ pub trait ChatModel: Send + Sync {
     }
 }
 
+/// The JSON schema of `T` as a structured-output schema: every subschema inlined (servers that
+/// turn schemas into grammars, such as llama.cpp, follow no `$ref`) and no `$schema` key.
+pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+    let schema = schemars::generate::SchemaSettings::draft07()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut value = serde_json::Value::from(schema);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("$schema");
+        map.remove("definitions");
+    }
+    value
+}
+
 /// A rough token count for text when a server reports none: about one token per four bytes,
 /// and at least one per word or punctuation run.
 pub fn estimate_tokens(text: &str) -> u32 {
@@ -430,6 +452,30 @@ mod tests {
         assert!(estimate_tokens("hello") >= 1);
         assert!(estimate_tokens("a b c d e f") >= 6);
         assert!(estimate_tokens(&"word ".repeat(100)) >= 100);
+    }
+
+    #[test]
+    fn output_schemas_inline_their_parts() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Part {
+            name: String,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Whole {
+            parts: Vec<Part>,
+        }
+        let schema = output_schema::<Whole>();
+        let text = schema.to_string();
+        assert!(
+            !text.contains("$ref") && !text.contains("$schema"),
+            "{text}"
+        );
+        assert_eq!(
+            schema["properties"]["parts"]["items"]["properties"]["name"]["type"],
+            "string"
+        );
     }
 
     #[test]

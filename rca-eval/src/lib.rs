@@ -8,6 +8,7 @@ pub mod docs;
 #[cfg(feature = "sql")]
 pub mod lifecycle_bench;
 pub mod loghub;
+pub mod model_runs;
 pub mod nezha;
 pub mod openrca;
 pub mod stability;

@@ -12,8 +12,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rca_core::llm::{CompletionRequest, CompletionResponse};
 use serde::{Deserialize, Serialize};
 
-/// The cassette format this build reads and writes.
-pub const CASSETTE_FORMAT_VERSION: u32 = 1;
+/// The cassette format this build writes. Version 2 added [`ModelProvenance`]; version 1
+/// files (the same without it) are still read.
+pub const CASSETTE_FORMAT_VERSION: u32 = 2;
+
+/// Where a recording came from: the model file, its checksum and quantisation, the server
+/// and its version, and the sampling settings of the run. A recording of a real model carries
+/// it; a scripted model's recording does not (its entries keep their `scripted-...` ids).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelProvenance {
+    /// The model name the server was asked for (its alias).
+    pub model: String,
+    /// The model file the server loaded (its file name).
+    pub model_file: String,
+    /// The sha256 of the model file.
+    pub model_sha256: String,
+    /// The quantisation of the weights (`Q4_K_M`).
+    pub quantization: String,
+    /// The server software (`llama-cpp-python`).
+    pub server: String,
+    /// Its version.
+    pub server_version: String,
+    /// The sampling settings of the recorded run (temperature, seed, token limits), as the
+    /// recorder describes them.
+    pub sampling: serde_json::Value,
+}
 
 /// What went wrong loading or saving a cassette, sorted by what the caller should do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -70,6 +93,9 @@ pub struct Cassette {
     pub format_version: u32,
     /// What wrote the file (`rca-llm <version>`).
     pub recorded_with: String,
+    /// The model, server and sampling behind the entries (a real model's recording).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ModelProvenance>,
     /// The calls, in the order they completed.
     pub entries: Vec<CassetteEntry>,
 }
@@ -79,6 +105,7 @@ impl Default for Cassette {
         Cassette {
             format_version: CASSETTE_FORMAT_VERSION,
             recorded_with: concat!("rca-llm ", env!("CARGO_PKG_VERSION")).to_string(),
+            provenance: None,
             entries: Vec::new(),
         }
     }
@@ -107,7 +134,7 @@ impl Cassette {
         };
         let probe: VersionProbe = serde_json::from_str(text).map_err(corrupt)?;
         match probe.format_version {
-            Some(CASSETTE_FORMAT_VERSION) => serde_json::from_str(text).map_err(corrupt),
+            Some(1 | CASSETTE_FORMAT_VERSION) => serde_json::from_str(text).map_err(corrupt),
             Some(found) => Err(CassetteError::UnsupportedVersion {
                 path: path.to_path_buf(),
                 found,

@@ -681,6 +681,13 @@ pub struct JsonRegen {
     /// Apply local [`repair`] to the regenerated JSON and fall back to parsing the YAML
     /// locally; `false` accepts only JSON that parses as it stands (for ablations).
     pub lenient: bool,
+    /// Token limit of each regeneration call (`None`: the backend's default).
+    #[serde(default = "default_regen_tokens")]
+    pub max_tokens: Option<u32>,
+}
+
+fn default_regen_tokens() -> Option<u32> {
+    Some(512)
 }
 
 impl Default for JsonRegen {
@@ -689,6 +696,7 @@ impl Default for JsonRegen {
             max_rounds: 2,
             temperature: Some(0.0),
             lenient: true,
+            max_tokens: default_regen_tokens(),
         }
     }
 }
@@ -777,6 +785,7 @@ impl JsonRegen {
     fn request(&self, messages: Vec<Message>) -> CompletionRequest {
         let mut req = CompletionRequest::new(messages);
         req.temperature = self.temperature;
+        req.max_tokens = self.max_tokens;
         req
     }
 }
@@ -962,6 +971,7 @@ mod tests {
             max_rounds: 2,
             temperature: None,
             lenient: true,
+            max_tokens: None,
         };
         let err = r.recover(&model, "x", None).await.unwrap_err();
         assert!(matches!(err, JsonError::RegenExhausted { rounds: 2, .. }));
@@ -970,6 +980,7 @@ mod tests {
             max_rounds: 1,
             temperature: None,
             lenient: false,
+            max_tokens: None,
         };
         let fenced_model = ScriptedModel::from_texts(
             "scripted-regen-strict",

@@ -32,7 +32,7 @@ pub mod scripted;
 pub mod traced;
 
 pub use backoff::RetryPolicy;
-pub use cassette::{Cassette, CassetteError};
+pub use cassette::{Cassette, CassetteError, ModelProvenance};
 pub use fanout::FanOut;
 pub use hashing::{HashingConfig, HashingEmbedder};
 #[cfg(feature = "fastembed")]

@@ -8,7 +8,7 @@ use rca_core::LlmError;
 use rca_core::llm::{Capabilities, ChatModel, CompletionRequest, CompletionResponse};
 
 use crate::canonical::request_key;
-use crate::cassette::{Cassette, CassetteEntry, CassetteError};
+use crate::cassette::{Cassette, CassetteEntry, CassetteError, ModelProvenance};
 
 /// Records the calls a wrapped model answers into a cassette file that
 /// [`crate::ReplayModel`] serves offline.
@@ -47,6 +47,15 @@ impl<M: ChatModel> RecordingModel<M> {
             path,
             cassette: Mutex::new(cassette),
         })
+    }
+
+    /// Names the model, server and sampling behind the recording (written into the
+    /// cassette's header with the next call).
+    pub fn with_provenance(self, provenance: ModelProvenance) -> Self {
+        if let Ok(mut c) = self.cassette.lock() {
+            c.provenance = Some(provenance);
+        }
+        self
     }
 
     /// The cassette file.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use rca_core::llm::{ChatModel, CompletionRequest, Message, Usage};
+use rca_core::llm::{ChatModel, CompletionRequest, Message, ResponseFormat, Usage};
 use rca_core::tool::{ToolContext, ToolRegistry, ToolSpec};
 use rca_core::trajectory::{Action, Observation, Outcome, Step, Trajectory};
 use rca_core::{DiagnosisReport, Evidence, Incident, Modality, Responsibility};
@@ -158,6 +158,25 @@ impl FlashPolicy for RulePolicy {
     }
 }
 
+/// The token limit of one decision of the model policy.
+pub const DECISION_MAX_TOKENS: u32 = 256;
+
+/// The shape of a decision: a thought and one action with its arguments.
+fn decision_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string"},
+            "action": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "args": {"type": "object"}},
+                "required": ["name", "args"]
+            }
+        },
+        "required": ["thought", "action"]
+    })
+}
+
 /// A policy backed by a chat model; the prompt holds only the current state's instructions
 /// and tools.
 pub struct ModelPolicy {
@@ -175,9 +194,14 @@ impl ModelPolicy {
         system: String,
         user: String,
     ) -> Result<(serde_json::Value, Usage), FlashError> {
-        let request = CompletionRequest::new(vec![Message::system(system), Message::user(user)])
-            .with_temperature(0.0)
-            .json();
+        let mut request =
+            CompletionRequest::new(vec![Message::system(system), Message::user(user)])
+                .with_temperature(0.0)
+                .with_max_tokens(DECISION_MAX_TOKENS);
+        request.response_format = ResponseFormat::JsonSchema {
+            name: "decision".into(),
+            schema: decision_schema(),
+        };
         let response = self
             .model
             .complete(request)

@@ -22,10 +22,12 @@ pub mod explorers;
 pub mod generated;
 pub mod model;
 mod orchestrator;
+pub mod pipeline;
 pub mod policy;
 mod roles;
 
-pub use orchestrator::{Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
+pub use orchestrator::{Fallbacks, Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
+pub use pipeline::{DiagnosisPipeline, PipelineConfig, RoleModels};
 pub use roles::{
     Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
     OrchestraError, PastAction, Plan, Planner, Reasoner, ReplanRequest, Subgoal,

@@ -10,9 +10,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rca_core::llm::{ChatModel, CompletionRequest, Message};
+use rca_core::llm::{ChatModel, CompletionRequest, Message, ResponseFormat};
 use rca_core::{DiagnosisReport, Evidence, Incident, Modality, Responsibility};
 use rca_llm::json::{JsonRegen, repair};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -22,8 +23,13 @@ use super::roles::{
     ReplanRequest, Subgoal,
 };
 
-/// Asks `model` and parses its answer as `T`, repairing and regenerating JSON when needed.
-async fn ask_json<T: DeserializeOwned>(
+/// The token limit of one role answer (a plan, a decision, a report are short).
+pub const ROLE_MAX_TOKENS: u32 = 320;
+
+/// Asks `model` for JSON following the schema of `T` (structured output where the server has
+/// it, a prompt hint otherwise) and parses its answer as `T`, repairing and regenerating JSON
+/// when needed.
+async fn ask_json<T: DeserializeOwned + JsonSchema>(
     role: &str,
     model: &dyn ChatModel,
     system: &str,
@@ -34,9 +40,13 @@ async fn ask_json<T: DeserializeOwned>(
         role: role.to_string(),
         message,
     };
-    let request = CompletionRequest::new(vec![Message::system(system), Message::user(user)])
+    let mut request = CompletionRequest::new(vec![Message::system(system), Message::user(user)])
         .with_temperature(0.0)
-        .json();
+        .with_max_tokens(ROLE_MAX_TOKENS);
+    request.response_format = ResponseFormat::JsonSchema {
+        name: role.to_string(),
+        schema: rca_core::llm::output_schema::<T>(),
+    };
     let response = model
         .complete(request)
         .await
@@ -105,14 +115,14 @@ impl ModelPlanner {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct PlanAnswer {
     #[serde(default)]
     rationale: String,
     subgoals: Vec<SubgoalAnswer>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct SubgoalAnswer {
     modality: String,
     goal: String,
@@ -200,7 +210,7 @@ impl ModelController {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct DecisionAnswer {
     decision: String,
     #[serde(default)]
@@ -295,7 +305,7 @@ impl ModelReasoner {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct ReportAnswer {
     root_cause: String,
     solution: String,

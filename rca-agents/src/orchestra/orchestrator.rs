@@ -78,6 +78,26 @@ pub enum RunEvent {
         /// The decision.
         decision: Decision,
     },
+    /// A role's model failed or answered with something unusable, and the role's
+    /// deterministic policy answered instead (see [`Orchestrator::with_fallbacks`]).
+    RoleFellBack {
+        /// `planner`, `controller` or `reasoner`.
+        role: String,
+        /// What went wrong with the model.
+        error: String,
+    },
+}
+
+/// Deterministic policies that answer for a model-backed role whose model fails
+/// ([`OrchestraError::Role`]); `None` lets the failure end the run.
+#[derive(Clone, Default)]
+pub struct Fallbacks {
+    /// Answers for the planner.
+    pub planner: Option<Arc<dyn Planner>>,
+    /// Answers for the controller.
+    pub controller: Option<Arc<dyn Controller>>,
+    /// Answers for the reasoner.
+    pub reasoner: Option<Arc<dyn Reasoner>>,
 }
 
 /// Everything a run produced.
@@ -153,6 +173,10 @@ impl RunRecord {
                         args: serde_json::to_value(decision).unwrap_or_default(),
                     });
                 }
+                RunEvent::RoleFellBack { role, error } => {
+                    step.thought = format!("the {role}'s model failed; its policy answers");
+                    step.error = Some(error.clone());
+                }
             }
             t.steps.push(step);
         }
@@ -168,6 +192,7 @@ pub struct Orchestrator {
     controller: Arc<dyn Controller>,
     reasoner: Arc<dyn Reasoner>,
     explorers: Vec<Arc<dyn Explorer>>,
+    fallbacks: Fallbacks,
     long_term: HashMap<String, Arc<dyn LongTermMemory>>,
     embedder: Option<Arc<dyn Embedder>>,
     config: OrchestratorConfig,
@@ -203,10 +228,82 @@ impl Orchestrator {
             controller,
             reasoner,
             explorers,
+            fallbacks: Fallbacks::default(),
             long_term: HashMap::new(),
             embedder: None,
             config: OrchestratorConfig::default(),
             cancelled: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Policies that answer when a model-backed role fails; each fallback is recorded as a
+    /// [`RunEvent::RoleFellBack`].
+    pub fn with_fallbacks(mut self, fallbacks: Fallbacks) -> Self {
+        self.fallbacks = fallbacks;
+        self
+    }
+
+    async fn plan(
+        &self,
+        incident: &Incident,
+        available: &[Modality],
+        replan: Option<&ReplanRequest>,
+        events: &mut Vec<RunEvent>,
+    ) -> Result<Plan, OrchestraError> {
+        match self.planner.plan(incident, available, replan).await {
+            Err(OrchestraError::Role { role, message }) if self.fallbacks.planner.is_some() => {
+                events.push(RunEvent::RoleFellBack {
+                    role,
+                    error: message,
+                });
+                match &self.fallbacks.planner {
+                    Some(p) => p.plan(incident, available, replan).await,
+                    None => Err(OrchestraError::Invalid("no fallback planner".into())),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn decide(
+        &self,
+        view: &InvestigationView<'_>,
+        events: &mut Vec<RunEvent>,
+    ) -> Result<Decision, OrchestraError> {
+        match self.controller.decide(view).await {
+            Err(OrchestraError::Role { role, message }) if self.fallbacks.controller.is_some() => {
+                events.push(RunEvent::RoleFellBack {
+                    role,
+                    error: message,
+                });
+                match &self.fallbacks.controller {
+                    Some(c) => c.decide(view).await,
+                    None => Err(OrchestraError::Invalid("no fallback controller".into())),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn reason(
+        &self,
+        incident: &Incident,
+        evidence: &[Evidence],
+        concluded: Option<&Decision>,
+        events: &mut Vec<RunEvent>,
+    ) -> Result<DiagnosisReport, OrchestraError> {
+        match self.reasoner.reason(incident, evidence, concluded).await {
+            Err(OrchestraError::Role { role, message }) if self.fallbacks.reasoner.is_some() => {
+                events.push(RunEvent::RoleFellBack {
+                    role,
+                    error: message,
+                });
+                match &self.fallbacks.reasoner {
+                    Some(r) => r.reason(incident, evidence, concluded).await,
+                    None => Err(OrchestraError::Invalid("no fallback reasoner".into())),
+                }
+            }
+            other => other,
         }
     }
 
@@ -315,7 +412,7 @@ impl Orchestrator {
         }
         let mut events = Vec::new();
         let mut evidence: Vec<Evidence> = Vec::new();
-        let mut plan = self.planner.plan(incident, &available, None).await?;
+        let mut plan = self.plan(incident, &available, None, &mut events).await?;
         events.push(RunEvent::Planned { plan: plan.clone() });
         let mut explorations = 0usize;
         let mut replans = 0u32;
@@ -417,7 +514,7 @@ impl Orchestrator {
                     evidence: &evidence,
                     failing: &failing,
                 };
-                let decision = self.controller.decide(&view).await?;
+                let decision = self.decide(&view, &mut events).await?;
                 events.push(RunEvent::Decided {
                     decision: decision.clone(),
                 });
@@ -450,8 +547,7 @@ impl Orchestrator {
                             suspects,
                         };
                         plan = self
-                            .planner
-                            .plan(incident, &available, Some(&request))
+                            .plan(incident, &available, Some(&request), &mut events)
                             .await?;
                         events.push(RunEvent::Planned { plan: plan.clone() });
                         continue 'plans;
@@ -463,8 +559,7 @@ impl Orchestrator {
         }
 
         let mut report = self
-            .reasoner
-            .reason(incident, &evidence, final_decision.as_ref())
+            .reason(incident, &evidence, final_decision.as_ref(), &mut events)
             .await?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(RunRecord {

@@ -26,6 +26,12 @@ pub enum OrchestraError {
     /// The host cancelled the run.
     #[error("cancelled")]
     Cancelled,
+    /// The run did not finish within its wall-time budget (model requests included).
+    #[error("the diagnosis did not finish within its wall-time budget of {seconds} s")]
+    TimedOut {
+        /// The budget, in seconds.
+        seconds: f64,
+    },
 }
 
 /// One subgoal of an investigation plan: what to look for in one modality.

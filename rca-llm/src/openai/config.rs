@@ -35,6 +35,13 @@ pub struct ServerFeatures {
     pub json_schema: bool,
     /// Server-sent-event streaming with `stream_options.include_usage`.
     pub streaming: bool,
+    /// Honours `tool_choice` naming one function (answers with that call's `tool_calls`), even
+    /// when `tool_calls` is false because the server ignores `auto`.
+    pub named_tool_choice: bool,
+    /// Sends a JSON-schema output format as `{"type": "json_object", "schema": ...}`
+    /// (llama-cpp-python's form, which it enforces with a grammar; OpenAI's `json_schema` form
+    /// is an HTTP 500 there).
+    pub schema_in_json_object: bool,
 }
 
 impl Default for ServerFeatures {
@@ -45,6 +52,8 @@ impl Default for ServerFeatures {
             tool_calls: true,
             json_schema: true,
             streaming: true,
+            named_tool_choice: true,
+            schema_in_json_object: false,
         }
     }
 }
@@ -57,6 +66,7 @@ impl From<ServerFeatures> for Capabilities {
             tool_calls: f.tool_calls,
             json_schema: f.json_schema,
             streaming: f.streaming,
+            named_tool_choice: f.named_tool_choice || f.tool_calls,
         }
     }
 }
@@ -113,6 +123,10 @@ pub struct OpenAiConfig {
     /// needs schemas where every property is required and no extra properties are allowed).
     #[serde(default)]
     pub strict_json_schema: bool,
+    /// The token limit sent when a request names none (`None`: send none). A base model does
+    /// not stop by itself, so an unbounded request can run until the context is full.
+    #[serde(default = "default_max_tokens")]
+    pub default_max_tokens: Option<u32>,
     /// Extra HTTP headers sent with every request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -125,6 +139,13 @@ fn default_connect_timeout() -> Option<u64> {
 fn default_request_timeout() -> Option<u64> {
     Some(300_000)
 }
+
+fn default_max_tokens() -> Option<u32> {
+    Some(DEFAULT_MAX_TOKENS)
+}
+
+/// The token limit a request gets when it names none ([`OpenAiConfig::default_max_tokens`]).
+pub const DEFAULT_MAX_TOKENS: u32 = 1024;
 
 fn default_fan_out() -> usize {
     crate::fanout::DEFAULT_FAN_OUT_CONCURRENCY
@@ -145,6 +166,7 @@ impl OpenAiConfig {
             fan_out_concurrency: default_fan_out(),
             use_max_completion_tokens: false,
             strict_json_schema: false,
+            default_max_tokens: default_max_tokens(),
             headers: BTreeMap::new(),
         }
     }
@@ -168,6 +190,24 @@ impl OpenAiConfig {
     pub fn llama_cpp(model: impl Into<String>) -> Self {
         let mut c = Self::new("http://localhost:8080/v1", model);
         c.features.native_n = false;
+        c
+    }
+
+    /// llama-cpp-python's OpenAI-compatible server (`python -m llama_cpp.server`) at
+    /// `base_url`, with what it was measured to do: `n` is ignored (fan-out instead), `tools`
+    /// with `auto` is ignored (agents describe tools in the prompt) but a named `tool_choice`
+    /// is honoured, and a JSON schema goes inside the `json_object` format.
+    pub fn llama_cpp_python(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        let mut c = Self::new(base_url, model);
+        c.features = ServerFeatures {
+            native_n: false,
+            seed: true,
+            tool_calls: false,
+            json_schema: true,
+            streaming: true,
+            named_tool_choice: true,
+            schema_in_json_object: true,
+        };
         c
     }
 

@@ -84,7 +84,9 @@ pub fn request_body(
     stream: bool,
 ) -> Result<Value, LlmError> {
     let features = config.features;
-    if !request.tools.is_empty() && !features.tool_calls {
+    let named_ok =
+        matches!(request.tool_choice, ToolChoice::Function(_)) && features.named_tool_choice;
+    if !request.tools.is_empty() && !features.tool_calls && !named_ok {
         return Err(LlmError::permanent(format!(
             "the server for model `{}` is configured without native tool calling, but the \
              request offers {} tools; describe the tools in the prompt instead",
@@ -113,6 +115,12 @@ pub fn request_body(
             if !mentions_json && let Some(hint) = json_hint(&request.response_format) {
                 add_system_hint(&mut messages, &hint);
             }
+        }
+        ResponseFormat::JsonSchema { schema, .. } if features.schema_in_json_object => {
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_object", "schema": schema}),
+            );
         }
         ResponseFormat::JsonSchema { name, schema } => {
             let mut spec = json!({"name": name, "schema": schema});
@@ -144,7 +152,7 @@ pub fn request_body(
     {
         body.insert("seed".into(), json!(seed));
     }
-    if let Some(max) = request.max_tokens {
+    if let Some(max) = request.max_tokens.or(config.default_max_tokens) {
         let field = if config.use_max_completion_tokens {
             "max_completion_tokens"
         } else {
@@ -171,12 +179,13 @@ pub fn request_body(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        let choice = match request.tool_choice {
-            ToolChoice::Auto => "auto",
-            ToolChoice::None => "none",
-            ToolChoice::Required => "required",
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
         };
-        body.insert("tool_choice".into(), json!(choice));
+        body.insert("tool_choice".into(), choice);
     }
     if stream {
         body.insert("stream".into(), json!(true));
@@ -560,6 +569,45 @@ mod tests {
         assert_eq!(b["response_format"]["json_schema"]["name"], "answer");
         assert_eq!(b["stream_options"]["include_usage"], true);
         assert_eq!(b["messages"][0]["content"], "sys");
+    }
+
+    #[test]
+    fn llama_cpp_python_forms_and_the_default_token_limit() {
+        let c = OpenAiConfig::llama_cpp_python("http://x/v1", "m");
+        let mut req = CompletionRequest::new(vec![Message::user("u")]);
+        req.response_format = ResponseFormat::JsonSchema {
+            name: "answer".into(),
+            schema: json!({"type": "object", "required": ["a"]}),
+        };
+        let b = request_body(&c, &req, false).unwrap();
+        assert_eq!(b["response_format"]["type"], "json_object");
+        assert_eq!(b["response_format"]["schema"]["required"], json!(["a"]));
+        // A request that names no limit gets the configured default; one that names a limit
+        // keeps it; a config without a default sends none.
+        assert_eq!(b["max_tokens"], crate::openai::config::DEFAULT_MAX_TOKENS);
+        let b = request_body(&c, &req.clone().with_max_tokens(7), false).unwrap();
+        assert_eq!(b["max_tokens"], 7);
+        let mut unbounded = c.clone();
+        unbounded.default_max_tokens = None;
+        assert!(
+            request_body(&unbounded, &req, false)
+                .unwrap()
+                .get("max_tokens")
+                .is_none()
+        );
+
+        // Tools with `auto` are refused (the server would ignore them); a named choice goes out.
+        req.response_format = ResponseFormat::Text;
+        req.tools = vec![ToolSpec {
+            name: "logs".into(),
+            description: "search logs".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        assert!(request_body(&c, &req, false).is_err());
+        req.tool_choice = ToolChoice::Function("logs".into());
+        let b = request_body(&c, &req, false).unwrap();
+        assert_eq!(b["tool_choice"]["function"]["name"], "logs");
+        assert!(b.get("n").is_none());
     }
 
     #[test]

@@ -383,6 +383,7 @@ impl CodeAnalyst for ModelCodeAnalyst {
             )),
         ])
         .with_temperature(0.0)
+        .with_max_tokens(super::EXPERT_MAX_TOKENS)
         .json();
         let response = self.model.complete(request).await?;
         let text = response.text();
@@ -425,7 +426,8 @@ impl CodeAnalyst for ModelCodeAnalyst {
             ),
             Message::user(format!("Problem: {question}\n\nAnalyses:\n{notes}")),
         ])
-        .with_temperature(0.0);
+        .with_temperature(0.0)
+        .with_max_tokens(super::EXPERT_MAX_TOKENS);
         let response = self.model.complete(request).await?;
         let text = response.text().trim().to_string();
         if estimate_tokens(&text) == 0 {

@@ -577,6 +577,7 @@ impl LogAnalyst for ModelLogAnalyst {
             Message::user(explain_message(prompt)),
         ])
         .with_temperature(0.0)
+        .with_max_tokens(super::EXPERT_MAX_TOKENS)
         .json();
         let response = self.model.complete(request).await?;
         let text = response.text();
@@ -614,7 +615,8 @@ impl LogAnalyst for ModelLogAnalyst {
             ),
             Message::user(format!("Problem: {question}\n\nFindings:\n{notes}")),
         ])
-        .with_temperature(0.0);
+        .with_temperature(0.0)
+        .with_max_tokens(super::EXPERT_MAX_TOKENS);
         let response = self.model.complete(request).await?;
         let text = response.text().trim().to_string();
         if text.is_empty() {

@@ -11,3 +11,6 @@ mod error;
 pub mod logs;
 
 pub use error::ExpertError;
+
+/// The token limit of one analyst answer of a model-backed expert.
+pub const EXPERT_MAX_TOKENS: u32 = 256;

@@ -52,8 +52,13 @@ fn feedback_text(feedback: &[Feedback]) -> String {
         .join("\n")
 }
 
+/// The token limit of one contract or query.
+pub const ROLE_MAX_TOKENS: u32 = 512;
+
 async fn ask(model: &dyn ChatModel, system: &str, user: String) -> Result<String, LifecycleError> {
-    let request = CompletionRequest::new(vec![Message::system(system), Message::user(user)]).json();
+    let request = CompletionRequest::new(vec![Message::system(system), Message::user(user)])
+        .json()
+        .with_max_tokens(ROLE_MAX_TOKENS);
     let response = model.complete(request).await?;
     Ok(response.text().to_string())
 }

@@ -76,6 +76,9 @@ pub fn extract_json<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, Stra
     serde_json::from_str(&raw[start..=end]).map_err(|e| malformed(e.to_string()))
 }
 
+/// The token limit of one answer of a model-backed STRATUS agent.
+pub const AGENT_MAX_TOKENS: u32 = 256;
+
 /// Asks a model once, in JSON mode, and returns its text.
 pub(crate) async fn ask(
     model: &Arc<dyn ChatModel>,
@@ -85,7 +88,8 @@ pub(crate) async fn ask(
         .complete(
             CompletionRequest::new(messages)
                 .json()
-                .with_temperature(0.0),
+                .with_temperature(0.0)
+                .with_max_tokens(AGENT_MAX_TOKENS),
         )
         .await?;
     Ok(out.text().to_string())
