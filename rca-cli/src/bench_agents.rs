@@ -11,7 +11,7 @@ use rca_core::llm::ChatModel;
 use rca_eval::model_runs::{
     AGENTS, AgentRun, BundledData, RunBudgets, markdown_table, provenance_from_env, run_agent,
 };
-use rca_llm::{OpenAiClient, OpenAiConfig, RecordingModel, ReplayModel};
+use rca_llm::{OpenAiClient, OpenAiConfig, RecordingModel, RedactingModel, Redactor, ReplayModel};
 
 /// Arguments of `rca bench agents`.
 #[derive(Debug, Args)]
@@ -107,13 +107,15 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
     };
     let mut runs: Vec<AgentRun> = Vec::new();
     for agent in &agents {
+        // Every prompt is redacted before it reaches the model or a cassette (as in
+        // `rca diagnose`); a replay redacts the same way, so its requests match the recording.
+        let redactor = Redactor::default();
         let model: Arc<dyn ChatModel> = match (&args.replay, &live, &args.record) {
             (Some(dir), _, _) => {
                 let path = dir.join(format!("{agent}.json"));
-                Arc::new(
-                    ReplayModel::open(&path)
-                        .with_context(|| format!("cannot replay {}", path.display()))?,
-                )
+                let replay = ReplayModel::open(&path)
+                    .with_context(|| format!("cannot replay {}", path.display()))?;
+                Arc::new(RedactingModel::new(replay, redactor))
             }
             (None, Some(client), Some(dir)) => {
                 let mut rec =
@@ -121,9 +123,9 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
                 if let Some(p) = &provenance {
                     rec = rec.with_provenance(p.clone());
                 }
-                Arc::new(rec)
+                Arc::new(RedactingModel::new(rec, redactor))
             }
-            (None, Some(client), None) => Arc::new(client.clone()),
+            (None, Some(client), None) => Arc::new(RedactingModel::new(client.clone(), redactor)),
             (None, None, _) => anyhow::bail!("no model: pass --model-url or --replay"),
         };
         eprintln!("running {agent} ...");

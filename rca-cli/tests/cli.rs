@@ -605,3 +605,17 @@ fn diagnose_with_the_local_model_in_every_role() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
     assert_eq!(saved["format_version"], 1);
 }
+
+#[test]
+fn the_local_model_config_passes_config_check() {
+    let out = rca()
+        .current_dir(repo_root())
+        .args(["config", "check", "examples/rca-local.toml"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -24,7 +24,10 @@ use super::roles::{
 };
 
 /// The token limit of one role answer (a plan, a decision, a report are short).
-pub const ROLE_MAX_TOKENS: u32 = 320;
+pub const ROLE_MAX_TOKENS: u32 = 200;
+
+/// Evidence lines (the highest-scored) a controller or reasoner prompt shows.
+pub const PROMPT_EVIDENCE_LINES: usize = 20;
 
 /// Asks `model` for JSON following the schema of `T` (structured output where the server has
 /// it, a prompt hint otherwise) and parses its answer as `T`, repairing and regenerating JSON
@@ -241,7 +244,7 @@ impl Controller for ModelController {
                 .map(|m| m.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            evidence_table(view.evidence, 30)
+            evidence_table(view.evidence, PROMPT_EVIDENCE_LINES)
         );
         let answer: DecisionAnswer = ask_json(
             "controller",
@@ -346,7 +349,7 @@ impl Reasoner for ModelReasoner {
                 .map(|c| format!("{} ({:.2})", c.component, c.score))
                 .collect::<Vec<_>>()
                 .join(", "),
-            evidence_table(evidence, 40)
+            evidence_table(evidence, PROMPT_EVIDENCE_LINES)
         );
         let answer: ReportAnswer = ask_json(
             "reasoner",

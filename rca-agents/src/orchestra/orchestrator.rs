@@ -775,6 +775,105 @@ mod tests {
         assert!(serde_json::to_string(&t).is_ok());
     }
 
+    /// A role whose model always fails.
+    struct BrokenRoles;
+
+    fn broken(role: &str) -> OrchestraError {
+        OrchestraError::Role {
+            role: role.into(),
+            message: "the model answered nonsense".into(),
+        }
+    }
+
+    #[async_trait]
+    impl Planner for BrokenRoles {
+        async fn plan(
+            &self,
+            _: &Incident,
+            _: &[Modality],
+            _: Option<&ReplanRequest>,
+        ) -> Result<Plan, OrchestraError> {
+            Err(broken("planner"))
+        }
+    }
+
+    #[async_trait]
+    impl Controller for BrokenRoles {
+        async fn decide(&self, _: &InvestigationView<'_>) -> Result<Decision, OrchestraError> {
+            Err(broken("controller"))
+        }
+    }
+
+    #[async_trait]
+    impl Reasoner for BrokenRoles {
+        async fn reason(
+            &self,
+            _: &Incident,
+            _: &[Evidence],
+            _: Option<&Decision>,
+        ) -> Result<DiagnosisReport, OrchestraError> {
+            Err(broken("reasoner"))
+        }
+    }
+
+    #[tokio::test]
+    async fn failing_model_roles_fall_back_to_their_policies_and_say_so() {
+        let explorers = || -> Vec<Arc<dyn Explorer>> {
+            vec![
+                Fixed::new(
+                    "metrics",
+                    Modality::Metrics,
+                    vec![ev(Modality::Metrics, "db", 3.0)],
+                    0,
+                ),
+                Fixed::new(
+                    "traces",
+                    Modality::Traces,
+                    vec![ev(Modality::Traces, "db", 2.0)],
+                    0,
+                ),
+            ]
+        };
+        let roles = Arc::new(BrokenRoles);
+        // Without fallbacks the first failing role ends the run.
+        let plain = Orchestrator::new(roles.clone(), roles.clone(), roles.clone(), explorers());
+        assert!(matches!(
+            plain.run(&incident(), &Queue::default()).await,
+            Err(OrchestraError::Role { .. })
+        ));
+        // With them every role's policy answers, and each hand-over is an event.
+        let o = Orchestrator::new(roles.clone(), roles.clone(), roles, explorers()).with_fallbacks(
+            Fallbacks {
+                planner: Some(Arc::new(OrderedPlanner::default())),
+                controller: Some(Arc::new(ConvergenceController::default())),
+                reasoner: Some(Arc::new(EvidenceReasoner::default())),
+            },
+        );
+        let run = o.run(&incident(), &Queue::default()).await.unwrap();
+        let fell_back: Vec<&str> = run
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::RoleFellBack { role, .. } => Some(role.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            fell_back,
+            ["planner", "controller", "controller", "reasoner"]
+        );
+        assert!(
+            matches!(&run.decision, Some(Decision::Conclude { component, .. }) if component == "db")
+        );
+        assert_eq!(run.report.candidates[0].component, "db");
+        let t = run.trajectory();
+        assert!(
+            t.steps
+                .iter()
+                .any(|s| s.error.as_deref() == Some("the model answered nonsense"))
+        );
+    }
+
     #[tokio::test]
     async fn failing_explorer_climbs_the_ladder_then_replans() {
         let metrics = Fixed::new(

@@ -24,6 +24,8 @@ pub use audit::{CallRecord, TurnAudit, TurnVerdict};
 pub use runs::{AGENTS, run_agent};
 
 /// Limits every agent run gets (small: a 2-core machine writes about 27 tokens a second).
+/// The step budgets bind; the wall-time budget is a safety net set well above them, so a
+/// replay (which answers at once) takes the same path as the recorded run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunBudgets {
     /// Steps (ReAct turns, FLASH iterations, STRATUS attempts scale from it).
@@ -41,10 +43,10 @@ pub struct RunBudgets {
 impl Default for RunBudgets {
     fn default() -> Self {
         RunBudgets {
-            max_steps: 5,
-            max_turn_tokens: 160,
+            max_steps: 3,
+            max_turn_tokens: 128,
             wall_time: Duration::from_secs(300),
-            samples: 3,
+            samples: 2,
             seed: 7,
         }
     }

@@ -55,6 +55,7 @@ pub async fn run_agent(
     let mut run = match name {
         "react" => {
             react(
+                "react",
                 model,
                 &data.trainticket_incident(),
                 "trainticket-cpu",
@@ -64,6 +65,7 @@ pub async fn run_agent(
         }
         "react-code" => {
             react(
+                "react-code",
                 model,
                 &data.stream_job_incident(),
                 "stream-job (example data)",
@@ -177,6 +179,7 @@ fn react_invariants(run: &mut AgentRun, react: &ReactRun, budgets: &RunBudgets) 
 /// (the code expert where the incident has code), as trajectory-level self-consistency: the
 /// greedy run, then `samples` continuations when it is about to finalize.
 async fn react(
+    agent_name: &str,
     model: Arc<dyn ChatModel>,
     dir: &Path,
     label: &str,
@@ -206,7 +209,7 @@ async fn react(
     let out = tsc
         .run(&agent, &loaded.incident, &Cancellation::new())
         .await;
-    let mut run = AgentRun::from_calls("react", label, model.as_ref(), &audit.calls());
+    let mut run = AgentRun::from_calls(agent_name, label, model.as_ref(), &audit.calls());
     react_invariants(&mut run, &out.greedy, budgets);
     run.outcome = format!(
         "{}; {} trajectory samples, {} kept",
@@ -257,7 +260,7 @@ async fn flash(
             serde_json::json!(loaded.incident.window.start.to_string()),
         ),
     ]);
-    let iterations = budgets.max_steps * 3;
+    let iterations = budgets.max_steps * 2;
     let agent = FlashAgent::new(Arc::new(ModelPolicy::new(Arc::clone(&model))), tools).with_config(
         FlashConfig {
             max_iterations: iterations,
@@ -268,8 +271,7 @@ async fn flash(
         budgets.wall_time,
         agent.run(&loaded.incident, &guide, facts),
     )
-    .await
-    .map_err(|_| "the FLASH run exceeded its wall-time budget".to_string())?;
+    .await;
     let mut run = AgentRun::from_calls(
         "flash",
         "cpu-contention case",
@@ -277,7 +279,8 @@ async fn flash(
         &audit.calls(),
     );
     match result {
-        Ok(f) => {
+        Err(_) => run.outcome = "timed out (wall-time budget)".into(),
+        Ok(Ok(f)) => {
             run.steps = f.trajectory.steps.len();
             run.outcome = match &f.answer {
                 Some(a) => format!("answered: {}", short(a, 60)),
@@ -300,7 +303,7 @@ async fn flash(
                 format!("{} contexts", f.contexts.len()),
             ));
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             // A model failure ends the run with a typed error, never a panic.
             run.outcome = format!("error: {}", short(&e.to_string(), 80));
             run.invariants.push(Invariant::new(
@@ -416,16 +419,14 @@ async fn stratus(model: Arc<dyn ChatModel>, budgets: &RunBudgets) -> Result<Agen
     let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
         .await
         .map_err(|e| e.to_string())?;
-    let attempts = budgets.max_steps.clamp(1, 3);
+    let attempts = budgets.max_steps.clamp(1, 2);
     let machine = Stratus::new(
         Arc::new(PolicyDetector),
-        Arc::new(ModelDiagnoser::new(Arc::clone(&model), 2)),
+        Arc::new(ModelDiagnoser::new(Arc::clone(&model), 1)),
         Arc::new(ModelMitigator::new(Arc::clone(&model))),
     )
     .with_max_attempts(attempts);
-    let result = tokio::time::timeout(budgets.wall_time, machine.run(&tnr))
-        .await
-        .map_err(|_| "the STRATUS run exceeded its wall-time budget".to_string())?;
+    let result = tokio::time::timeout(budgets.wall_time, machine.run(&tnr)).await;
     let mut run = AgentRun::from_calls(
         "stratus",
         "scaled-to-zero (simulated)",
@@ -434,7 +435,8 @@ async fn stratus(model: Arc<dyn ChatModel>, budgets: &RunBudgets) -> Result<Agen
     );
     let paths = tnr.paths();
     match &result {
-        Ok(r) => {
+        Err(_) => run.outcome = "timed out (wall-time budget)".into(),
+        Ok(Ok(r)) => {
             run.steps = r.diagnoses.len();
             run.outcome = format!(
                 "{}; {} transactions ({} committed)",
@@ -447,7 +449,7 @@ async fn stratus(model: Arc<dyn ChatModel>, budgets: &RunBudgets) -> Result<Agen
                 r.transactions.iter().filter(|t| t.committed()).count()
             );
         }
-        Err(e) => run.outcome = format!("error: {}", short(&e.to_string(), 80)),
+        Ok(Err(e)) => run.outcome = format!("error: {}", short(&e.to_string(), 80)),
     }
     let start = paths.visible.first().copied().flatten();
     let no_rise = paths
@@ -477,7 +479,7 @@ async fn lifecycle(
     _budgets: &RunBudgets,
 ) -> Result<AgentRun, String> {
     use rca_tools::lifecycle::{
-        ForgeOutcome, ModelContractWriter, ModelSqlWriter, ToolForge, ToolTask,
+        ForgeLimits, ForgeOutcome, ModelContractWriter, ModelSqlWriter, ToolForge, ToolTask,
     };
     use rca_tools::tables::{SandboxLimits, TelemetryTables, check_read_only};
 
@@ -487,10 +489,16 @@ async fn lifecycle(
     tables
         .register_incident(&loaded)
         .map_err(|e| e.to_string())?;
+    // One contract, two coding rounds: the model writes, the sandbox judges, the model
+    // fixes once.
     let forge = ToolForge::new(
         Arc::new(ModelContractWriter::new(Arc::clone(&model))),
         Arc::new(ModelSqlWriter::new(Arc::clone(&model))),
-    );
+    )
+    .with_limits(ForgeLimits {
+        max_rounds: 2,
+        max_analysis_retries: 0,
+    });
     let task = ToolTask::new(
         "Which components log the most errors during the incident window?",
         Some(loaded.incident.window),

@@ -385,27 +385,36 @@ impl Diagnoser for ModelDiagnoser {
                 serde_json::to_string(feedback).unwrap_or_default()
             )),
         ];
+        // Each turn reads or diagnoses; an answer that cannot be used goes back to the model
+        // with the reason (an error-handling rule) and costs a turn.
         for _ in 0..=self.max_reads {
             let raw = ask(&self.model, messages.clone()).await?;
-            let turn: DiagnoserTurn = extract_json(&raw)?;
-            if let Some(d) = turn.diagnosis {
-                return Ok(d);
-            }
-            let Some(cmd) = turn.command else {
-                return Err(StratusError::MalformedModelOutput {
-                    message: "expected `command` or `diagnosis`".into(),
-                    raw,
-                });
-            };
-            let observation = match env.run_text(&cmd).await {
-                Ok(out) => out,
-                Err(e) => format!("error: {e}"),
+            let problem = match extract_json::<DiagnoserTurn>(&raw) {
+                Ok(DiagnoserTurn {
+                    diagnosis: Some(d), ..
+                }) => return Ok(d),
+                Ok(DiagnoserTurn {
+                    command: Some(cmd), ..
+                }) => {
+                    let observation = match env.run_text(&cmd).await {
+                        Ok(out) => out,
+                        Err(e) => format!("error: {e}"),
+                    };
+                    messages.push(Message::assistant(raw));
+                    messages.push(Message::user(format!("Output of `{cmd}`:\n{observation}")));
+                    continue;
+                }
+                Ok(_) => "it has neither `command` nor `diagnosis`".to_string(),
+                Err(e) => e.to_string(),
             };
             messages.push(Message::assistant(raw));
-            messages.push(Message::user(format!("Output of `{cmd}`:\n{observation}")));
+            messages.push(Message::user(format!(
+                "That answer could not be used: {problem}. Answer with JSON only: \
+                 {{\"command\": \"<read command>\"}} or {{\"diagnosis\": {{...}}}}."
+            )));
         }
         Err(StratusError::MalformedModelOutput {
-            message: format!("no diagnosis after {} reads", self.max_reads),
+            message: format!("no diagnosis after {} turns", self.max_reads + 1),
             raw: String::new(),
         })
     }

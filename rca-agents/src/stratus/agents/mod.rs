@@ -59,21 +59,17 @@ impl From<&OracleVerdict> for OracleVerdictView {
     }
 }
 
-/// The JSON object in a model's answer (the text between the first `{` and the last `}`,
-/// so fenced or chatty answers still parse).
+/// The JSON object in a model's answer, read by the workspace's one JSON reader
+/// ([`rca_llm::json::repair`]: fences, prose around the object, trailing commas, truncation).
 pub fn extract_json<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, StratusError> {
     let malformed = |message: String| StratusError::MalformedModelOutput {
         message,
         raw: raw.to_string(),
     };
-    let start = raw
-        .find('{')
-        .ok_or_else(|| malformed("no JSON object in the answer".into()))?;
-    let end = raw
-        .rfind('}')
-        .filter(|e| *e > start)
-        .ok_or_else(|| malformed("unterminated JSON object".into()))?;
-    serde_json::from_str(&raw[start..=end]).map_err(|e| malformed(e.to_string()))
+    let value = rca_llm::json::repair(raw)
+        .map_err(|e| malformed(e.to_string()))?
+        .value;
+    serde_json::from_value(value).map_err(|e| malformed(e.to_string()))
 }
 
 /// The token limit of one answer of a model-backed STRATUS agent.
