@@ -54,7 +54,7 @@ pub struct AgentsArgs {
 fn workspace_root() -> anyhow::Result<PathBuf> {
     let here = std::env::current_dir()?;
     here.ancestors()
-        .find(|d| d.join("examples/incidents/trainticket-cpu").is_dir())
+        .find(|d| d.join("examples/incidents").is_dir())
         .map(Path::to_path_buf)
         .ok_or_else(|| {
             anyhow::anyhow!("run this from the rca workspace (no examples/incidents here)")

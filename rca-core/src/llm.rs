@@ -404,7 +404,9 @@ pub trait ChatModel: Send + Sync {
 }
 
 /// The JSON schema of `T` as a structured-output schema: every subschema inlined (servers that
-/// turn schemas into grammars, such as llama.cpp, follow no `$ref`) and no `$schema` key.
+/// turn schemas into grammars, such as llama.cpp, follow no `$ref`), and no annotations
+/// (`$schema`, `title`, `description`, `default`): llama-cpp-python's grammar converter gives up
+/// on multi-line descriptions and then constrains nothing.
 pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
     let schema = schemars::generate::SchemaSettings::draft07()
         .with(|s| s.inline_subschemas = true)
@@ -412,10 +414,32 @@ pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
         .into_root_schema_for::<T>();
     let mut value = serde_json::Value::from(schema);
     if let Some(map) = value.as_object_mut() {
-        map.remove("$schema");
         map.remove("definitions");
     }
+    strip_annotations(&mut value);
     value
+}
+
+/// Removes annotation keywords from a schema and its subschemas (not from the names in a
+/// `properties` map, where `description` may be a property).
+fn strip_annotations(schema: &mut serde_json::Value) {
+    match schema {
+        serde_json::Value::Object(map) => {
+            for key in ["$schema", "title", "description", "default", "examples"] {
+                map.remove(key);
+            }
+            for (key, sub) in map.iter_mut() {
+                match (key.as_str(), sub) {
+                    ("properties" | "patternProperties", serde_json::Value::Object(props)) => {
+                        props.values_mut().for_each(strip_annotations);
+                    }
+                    (_, sub) => strip_annotations(sub),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_annotations),
+        _ => {}
+    }
 }
 
 /// A rough token count for text when a server reports none: about one token per four bytes,
@@ -456,10 +480,15 @@ mod tests {
 
     #[test]
     fn output_schemas_inline_their_parts() {
+        /// A part,
+        /// described on two lines.
         #[derive(schemars::JsonSchema)]
         #[allow(dead_code)]
         struct Part {
+            /// Its name.
             name: String,
+            /// A property called `description` stays.
+            description: String,
         }
         #[derive(schemars::JsonSchema)]
         #[allow(dead_code)]

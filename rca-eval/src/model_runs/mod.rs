@@ -78,9 +78,9 @@ impl BundledData {
         BundledData { root: root.into() }
     }
 
-    /// The bundled Nezha TrainTicket incident (real telemetry).
-    pub fn trainticket_incident(&self) -> PathBuf {
-        self.root.join("examples/incidents/trainticket-cpu")
+    /// The bundled real incident: the first folder (by name) of `examples/incidents`.
+    pub fn real_incident(&self) -> Result<PathBuf, String> {
+        first_folder(&self.root.join("examples/incidents"))
     }
 
     /// The stream-job incident (example data written for the example, with code).
@@ -88,11 +88,9 @@ impl BundledData {
         self.root.join("examples/stream-job/data")
     }
 
-    /// A case of the recurring-incident suite (guide and alert).
-    pub fn recurring_case(&self, name: &str) -> PathBuf {
-        self.root
-            .join("examples/recurring-incidents/cases")
-            .join(name)
+    /// The first case (by name) of the recurring-incident suite (guide and alert).
+    pub fn recurring_case(&self) -> Result<PathBuf, String> {
+        first_folder(&self.root.join("examples/recurring-incidents/cases"))
     }
 
     /// The committed recordings of `model`'s runs.
@@ -104,6 +102,27 @@ impl BundledData {
     pub fn root(&self) -> &Path {
         &self.root
     }
+}
+
+/// The first sub-folder of `dir` by name.
+fn first_folder(dir: &Path) -> Result<PathBuf, String> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{} holds no folder", dir.display()))
+}
+
+/// The name of a folder, for labels.
+pub(crate) fn folder_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// One property checked on a run.

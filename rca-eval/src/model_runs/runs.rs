@@ -25,7 +25,7 @@ use rca_tools::incident_dir::IncidentDir;
 use rca_tools::tools::IncidentTools;
 use tokio::sync::RwLock;
 
-use super::{AgentRun, BundledData, Invariant, RunBudgets, audited};
+use super::{AgentRun, BundledData, Invariant, RunBudgets, audited, folder_name};
 
 /// The agents [`run_agent`] knows, in the order `rca bench agents` runs them.
 pub const AGENTS: &[&str] = &[
@@ -44,6 +44,9 @@ const REACT_TASK: &str = "Find the root cause of the incident: the component who
 behaviour is wrong, what kind of fault it is, and how to mitigate it. Gather evidence with \
 the tools before you finalize.";
 
+/// The prompt-token budget of one ReAct run.
+const REACT_PROMPT_TOKENS: u64 = 60_000;
+
 /// Runs agent `name` on its bundled data with `model`.
 pub async fn run_agent(
     name: &str,
@@ -54,30 +57,24 @@ pub async fn run_agent(
     let started = Instant::now();
     let mut run = match name {
         "react" => {
-            react(
-                "react",
-                model,
-                &data.trainticket_incident(),
-                "trainticket-cpu",
-                budgets,
-            )
-            .await
+            let dir = data.real_incident()?;
+            react("react", model, &dir, &folder_name(&dir), budgets).await
         }
         "react-code" => {
             react(
                 "react-code",
                 model,
                 &data.stream_job_incident(),
-                "stream-job (example data)",
+                "stream-job example (written for it)",
                 budgets,
             )
             .await
         }
-        "flash" => flash(model, &data.recurring_case("cpu-contention"), budgets).await,
-        "orchestra" => orchestra(model, &data.trainticket_incident(), budgets).await,
+        "flash" => flash(model, &data.recurring_case()?, budgets).await,
+        "orchestra" => orchestra(model, &data.real_incident()?, budgets).await,
         "stratus" => stratus(model, budgets).await,
         #[cfg(feature = "sql")]
-        "lifecycle" => lifecycle(model, &data.trainticket_incident(), budgets).await,
+        "lifecycle" => lifecycle(model, &data.real_incident()?, budgets).await,
         "text-sc" => text_sc(model, budgets).await,
         other => Err(format!("no agent `{other}`; agents: {}", AGENTS.join(", "))),
     }?;
@@ -134,6 +131,7 @@ fn server_counted(run: &AgentRun) -> Invariant {
 fn react_config(budgets: &RunBudgets) -> ReactConfig {
     ReactConfig {
         max_steps: budgets.max_steps,
+        max_prompt_tokens: Some(REACT_PROMPT_TOKENS),
         max_wall_time: Some(budgets.wall_time),
         max_turn_tokens: Some(budgets.max_turn_tokens),
         seed: Some(budgets.seed),
@@ -159,6 +157,12 @@ fn react_invariants(run: &mut AgentRun, react: &ReactRun, budgets: &RunBudgets) 
         "within the step budget",
         t.steps.len() <= budgets.max_steps,
         format!("{} of {} steps", t.steps.len(), budgets.max_steps),
+    ));
+    let prompt: u64 = t.steps.iter().map(|s| s.usage.prompt_tokens).sum();
+    run.invariants.push(Invariant::new(
+        "within the prompt-token budget",
+        prompt <= REACT_PROMPT_TOKENS,
+        format!("{prompt} of {REACT_PROMPT_TOKENS} prompt tokens"),
     ));
     run.invariants.push(trajectory_valid(t));
     run.invariants.push(Invariant::new(
@@ -274,7 +278,7 @@ async fn flash(
     .await;
     let mut run = AgentRun::from_calls(
         "flash",
-        "cpu-contention case",
+        &format!("{} case", folder_name(case)),
         model.as_ref(),
         &audit.calls(),
     );
@@ -341,7 +345,7 @@ async fn orchestra(
         .map_err(|e| format!("diagnosis failed: {e}"))?;
     let mut run = AgentRun::from_calls(
         "orchestra",
-        "trainticket-cpu",
+        &folder_name(dir),
         model.as_ref(),
         &audit.calls(),
     );
@@ -489,15 +493,15 @@ async fn lifecycle(
     tables
         .register_incident(&loaded)
         .map_err(|e| e.to_string())?;
-    // One contract, two coding rounds: the model writes, the sandbox judges, the model
-    // fixes once.
+    // Two contracts, two coding rounds each: the model writes, the sandbox judges, the model
+    // gets the feedback.
     let forge = ToolForge::new(
         Arc::new(ModelContractWriter::new(Arc::clone(&model))),
         Arc::new(ModelSqlWriter::new(Arc::clone(&model))),
     )
     .with_limits(ForgeLimits {
         max_rounds: 2,
-        max_analysis_retries: 0,
+        max_analysis_retries: 1,
     });
     let task = ToolTask::new(
         "Which components log the most errors during the incident window?",
@@ -506,7 +510,7 @@ async fn lifecycle(
     let outcome = forge.forge(&task, &tables).await;
     let mut run = AgentRun::from_calls(
         "lifecycle",
-        "trainticket-cpu tables",
+        &format!("{} tables", folder_name(dir)),
         model.as_ref(),
         &audit.calls(),
     );

@@ -3,10 +3,11 @@
 
 use rca_core::TimeRange;
 use rca_core::source::Value;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The kind of a tool parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamKind {
     /// The start of the time window, in epoch milliseconds (filled from the task's window).
@@ -22,7 +23,7 @@ pub enum ParamKind {
 }
 
 /// One parameter of a tool; the `i`-th parameter is `$i+1` in the SQL.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ParamSpec {
     /// Its name (an identifier).
     pub name: String,
@@ -39,7 +40,7 @@ pub struct ParamSpec {
 
 /// A sanity check on a tool's output: a SQL boolean expression over the output columns that
 /// must hold on every row (it runs as an assertion query).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SanityCheck {
     /// What it checks, in words.
     #[serde(default)]
@@ -49,7 +50,7 @@ pub struct SanityCheck {
 }
 
 /// The reasoning role's specification of a tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolContract {
     /// The tool's name (lower-case identifier).
     pub name: String,

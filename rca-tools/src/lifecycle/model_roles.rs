@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rca_core::llm::{ChatModel, CompletionRequest, Message};
+use rca_core::llm::{ChatModel, CompletionRequest, Message, ResponseFormat};
 
 use super::contract::ToolContract;
 use super::error::LifecycleError;
@@ -55,10 +55,20 @@ fn feedback_text(feedback: &[Feedback]) -> String {
 /// The token limit of one contract or query.
 pub const ROLE_MAX_TOKENS: u32 = 512;
 
-async fn ask(model: &dyn ChatModel, system: &str, user: String) -> Result<String, LifecycleError> {
-    let request = CompletionRequest::new(vec![Message::system(system), Message::user(user)])
-        .json()
+/// Asks for JSON following `schema` (structured output where the server has it).
+async fn ask(
+    model: &dyn ChatModel,
+    system: &str,
+    user: String,
+    name: &str,
+    schema: serde_json::Value,
+) -> Result<String, LifecycleError> {
+    let mut request = CompletionRequest::new(vec![Message::system(system), Message::user(user)])
         .with_max_tokens(ROLE_MAX_TOKENS);
+    request.response_format = ResponseFormat::JsonSchema {
+        name: name.to_string(),
+        schema,
+    };
     let response = model.complete(request).await?;
     Ok(response.text().to_string())
 }
@@ -101,7 +111,14 @@ impl ContractWriter for ModelContractWriter {
                 feedback_text(previous)
             ));
         }
-        let raw = ask(self.model.as_ref(), CONTRACT_SYSTEM, user).await?;
+        let raw = ask(
+            self.model.as_ref(),
+            CONTRACT_SYSTEM,
+            user,
+            "contract",
+            rca_core::llm::output_schema::<ToolContract>(),
+        )
+        .await?;
         parse_contract(&raw)
     }
 }
@@ -159,7 +176,12 @@ impl SqlWriter for ModelSqlWriter {
                 feedback_text(feedback)
             ));
         }
-        let raw = ask(self.model.as_ref(), SQL_SYSTEM, user).await?;
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"sql": {"type": "string"}},
+            "required": ["sql"]
+        });
+        let raw = ask(self.model.as_ref(), SQL_SYSTEM, user, "query", schema).await?;
         parse_sql(&raw)
     }
 }
