@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 #[cfg(feature = "sql")]
 use rca_agents::orchestra::pipeline::service_graph;
-use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels, RunEvent};
+use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels};
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
 use rca_tools::incident_dir::IncidentDir;
 
@@ -128,12 +128,10 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         .run(&loaded.incident)
         .await
         .context("diagnosis failed")?;
-    for event in &run.events {
-        if let RunEvent::RoleFellBack { role, error } = event {
-            eprintln!(
-                "warning: the {role}'s model failed ({error}); its deterministic policy answered"
-            );
-        }
+    for (role, error) in run.fallbacks() {
+        eprintln!(
+            "warning: the {role}'s model failed ({error}); its deterministic policy answered"
+        );
     }
     #[cfg(feature = "sql")]
     if let Some(tools) = &generated {

@@ -115,6 +115,18 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The roles whose model failed and whose policy answered instead, in order, with the
+    /// errors ([`RunEvent::RoleFellBack`]).
+    pub fn fallbacks(&self) -> Vec<(&str, &str)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::RoleFellBack { role, error } => Some((role.as_str(), error.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The run as a trajectory of thought-action-observation steps.
     pub fn trajectory(&self) -> Trajectory {
         let mut t = Trajectory::new();
@@ -850,14 +862,7 @@ mod tests {
             },
         );
         let run = o.run(&incident(), &Queue::default()).await.unwrap();
-        let fell_back: Vec<&str> = run
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                RunEvent::RoleFellBack { role, .. } => Some(role.as_str()),
-                _ => None,
-            })
-            .collect();
+        let fell_back: Vec<&str> = run.fallbacks().iter().map(|(role, _)| *role).collect();
         assert_eq!(
             fell_back,
             ["planner", "controller", "controller", "reasoner"]

@@ -9,7 +9,7 @@ use std::time::Instant;
 use rca_agents::consistency::SamplingConfig;
 use rca_agents::consistency::{EmbeddingVote, TrajectoryConsistency, text_self_consistency};
 use rca_agents::flash::{FlashAgent, FlashConfig, ModelPolicy};
-use rca_agents::orchestra::{Decision, DiagnosisPipeline, PipelineConfig, RoleModels, RunEvent};
+use rca_agents::orchestra::{Decision, DiagnosisPipeline, PipelineConfig, RoleModels};
 use rca_agents::react::{Cancellation, ErrorRules, ReactAgent, ReactConfig, ReactRun};
 use rca_agents::stratus::Stratus;
 use rca_agents::stratus::agents::{ModelDiagnoser, ModelMitigator, PolicyDetector};
@@ -349,14 +349,7 @@ async fn orchestra(
         model.as_ref(),
         &audit.calls(),
     );
-    let fell_back: Vec<&str> = record
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            RunEvent::RoleFellBack { role, .. } => Some(role.as_str()),
-            _ => None,
-        })
-        .collect();
+    let fell_back: Vec<&str> = record.fallbacks().iter().map(|(role, _)| *role).collect();
     run.steps = record.events.len();
     run.outcome = format!(
         "{}; top candidate {}; roles that fell back to their policy: {}",
