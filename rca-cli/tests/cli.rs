@@ -479,20 +479,25 @@ fn check_recordings(dir: &Path, sha256: &str, at_least: usize) {
     assert!(seen >= at_least, "{seen} recordings in {}", dir.display());
 }
 
+/// `rca bench agents --replay DIR --json`, which must succeed.
+fn replayed_runs(dir: &Path) -> Vec<serde_json::Value> {
+    let out = rca()
+        .current_dir(repo_root())
+        .args(["bench", "agents", "--json", "--replay"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn agents_replay_from_the_recorded_real_model() {
     let root = repo_root();
     let dir = root.join(RECORDINGS);
     check_recordings(&dir, GEMMA_SHA256, 7);
-    let out = rca()
-        .current_dir(&root)
-        .args(["bench", "agents", "--json", "--replay"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let runs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = replayed_runs(&dir);
     assert!(runs.len() >= 7, "{runs:?}");
     for r in &runs {
         assert!(
@@ -535,18 +540,7 @@ fn agents_on_the_local_model_then_replayed() {
         assert_eq!(r["server_counted"], true, "{r}");
     }
     // The fresh recording replays with no server: the same calls, outcomes and counts.
-    let out = rca()
-        .current_dir(&root)
-        .args(["bench", "agents", "--json", "--replay"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let replayed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let replayed = replayed_runs(dir.path());
     assert_eq!(live.len(), replayed.len());
     for (a, b) in live.iter().zip(&replayed) {
         for key in [
