@@ -567,7 +567,7 @@ fn diagnose_with_the_local_model_in_every_role() {
         &config,
         format!(
             "[models.local]\nbase_url = \"{url}\"\nmodel = \"{model}\"\n\
-             features = {{ native_n = false, tool_calls = false, schema_in_json_object = true }}\n\
+             features = {{ native_n = false, tool_calls = false, schema_in_json_object = true, system_role = false, tool_role = false }}\n\
              [roles]\nplanner = \"local\"\ncontroller = \"local\"\nreasoner = \"local\"\n\
              [budgets]\nwall_seconds = 600\n"
         ),

@@ -703,6 +703,75 @@ mod local_server {
         );
     }
 
+    fn client_with(features: rca_llm::ServerFeatures) -> Option<OpenAiClient> {
+        let url = std::env::var("RCA_LLM_BASE_URL").ok()?;
+        let model = std::env::var("RCA_LLM_MODEL").ok()?;
+        let mut config = OpenAiConfig::llama_cpp_python(url, model)
+            .with_timeouts(Some(Duration::from_secs(5)), Some(Duration::from_secs(120)));
+        config.features = features;
+        OpenAiClient::new(config).ok()
+    }
+
+    #[tokio::test]
+    async fn the_gemma_format_drops_system_and_tool_turns_so_the_client_folds_them() {
+        let Some(client) = server() else { return };
+        let rules = "You are a site reliability engineer. Always answer in one short sentence \
+                     and name the component you suspect first.";
+        let bare = ask("Which component failed?");
+        let mut with_system = bare.clone();
+        with_system.messages.insert(0, Message::system(rules));
+        let base = client
+            .complete(bare.clone())
+            .await
+            .unwrap()
+            .usage
+            .prompt_tokens;
+        let folded = client.complete(with_system.clone()).await.unwrap();
+        assert!(
+            folded.usage.prompt_tokens > base + 15,
+            "the folded system text reaches the model: {} vs {base} prompt tokens",
+            folded.usage.prompt_tokens
+        );
+        // The same request with the system role kept as a role: the server drops it.
+        let mut raw = OpenAiConfig::llama_cpp_python("http://x/v1", "m").features;
+        raw.system_role = true;
+        raw.tool_role = true;
+        let Some(unfolded) = client_with(raw) else {
+            return;
+        };
+        let dropped = unfolded.complete(with_system).await.unwrap();
+        assert_eq!(
+            dropped.usage.prompt_tokens, base,
+            "the server ignores system turns"
+        );
+        // A tool result as a tool message is dropped too; folded, it arrives.
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![rca_core::llm::ToolCall {
+            id: "c1".into(),
+            name: "get_logs".into(),
+            arguments: "{}".into(),
+        }];
+        let mut tool_turns = bare.clone();
+        tool_turns.messages.push(call);
+        tool_turns.messages.push(Message::tool_result(
+            "c1",
+            "ts-order-service: 41 errors in the last minute, connection refused to the database",
+        ));
+        let folded = client.complete(tool_turns.clone()).await.unwrap();
+        assert!(folded.usage.prompt_tokens > base + 15, "{:?}", folded.usage);
+        // Unfolded, the server refuses the tool-call turn (HTTP 500, a validation error) or
+        // leaves the result out.
+        match unfolded.complete(tool_turns).await {
+            Err(_) => {}
+            Ok(dropped) => assert!(
+                folded.usage.prompt_tokens > dropped.usage.prompt_tokens + 15,
+                "{:?} vs {:?}",
+                folded.usage,
+                dropped.usage
+            ),
+        }
+    }
+
     #[tokio::test]
     async fn structured_output_follows_the_schema() {
         let Some(client) = server() else { return };

@@ -42,6 +42,13 @@ pub struct ServerFeatures {
     /// (llama-cpp-python's form, which it enforces with a grammar; OpenAI's `json_schema` form
     /// is an HTTP 500 there).
     pub schema_in_json_object: bool,
+    /// Keeps `system` messages. Where false (llama-cpp-python's `gemma` chat format drops them
+    /// without a word), the client puts the system text at the head of the first user message.
+    pub system_role: bool,
+    /// Keeps `tool` messages and assistant `tool_calls`. Where false (chat formats that know
+    /// only user and model turns drop both), the client writes a call into the assistant's
+    /// text and its result as a user message naming the call.
+    pub tool_role: bool,
 }
 
 impl Default for ServerFeatures {
@@ -54,6 +61,8 @@ impl Default for ServerFeatures {
             streaming: true,
             named_tool_choice: true,
             schema_in_json_object: false,
+            system_role: true,
+            tool_role: true,
         }
     }
 }
@@ -196,7 +205,8 @@ impl OpenAiConfig {
     /// llama-cpp-python's OpenAI-compatible server (`python -m llama_cpp.server`) at
     /// `base_url`, with what it was measured to do: `n` is ignored (fan-out instead), `tools`
     /// with `auto` is ignored (agents describe tools in the prompt) but a named `tool_choice`
-    /// is honoured, and a JSON schema goes inside the `json_object` format.
+    /// is honoured, a JSON schema goes inside the `json_object` format, and (as its `gemma`
+    /// chat format has only user and model turns) system and tool messages become user text.
     pub fn llama_cpp_python(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         let mut c = Self::new(base_url, model);
         c.features = ServerFeatures {
@@ -207,6 +217,8 @@ impl OpenAiConfig {
             streaming: true,
             named_tool_choice: true,
             schema_in_json_object: true,
+            system_role: false,
+            tool_role: false,
         };
         c
     }

@@ -41,6 +41,56 @@ pub fn add_system_hint(messages: &mut Vec<Message>, hint: &str) {
     }
 }
 
+/// Rewrites `messages` for a chat format that knows only user and assistant turns. Without
+/// `system_role`, the system messages before the first user message go, in order, to the head
+/// of that message (a later system message becomes a user message where it stands). Without
+/// `tool_role`, an assistant's tool calls are written into its text, one JSON line each, and a
+/// tool result becomes a user message that names the call it answers.
+pub fn fold_roles(messages: Vec<Message>, system_role: bool, tool_role: bool) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut leading_system: Vec<String> = Vec::new();
+    for m in messages {
+        match m.role {
+            Role::System if !system_role => {
+                if out.iter().any(|o| o.role == Role::User) {
+                    out.push(Message::user(m.content));
+                } else {
+                    leading_system.push(m.content);
+                }
+            }
+            Role::Tool if !tool_role => {
+                let id = m.tool_call_id.as_deref().unwrap_or("?");
+                out.push(Message::user(format!(
+                    "Result of tool call {id}:\n{}",
+                    m.content
+                )));
+            }
+            Role::Assistant if !tool_role && !m.tool_calls.is_empty() => {
+                let mut text = m.content.clone();
+                for c in &m.tool_calls {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    let arguments = serde_json::from_str::<Value>(&c.arguments)
+                        .unwrap_or_else(|_| Value::String(c.arguments.clone()));
+                    let call = json!({"tool_call": c.id, "name": c.name, "arguments": arguments});
+                    text.push_str(&call.to_string());
+                }
+                out.push(Message::assistant(text));
+            }
+            _ => out.push(m),
+        }
+    }
+    if !leading_system.is_empty() {
+        let head = leading_system.join("\n\n");
+        match out.iter_mut().find(|m| m.role == Role::User) {
+            Some(first) => first.content = format!("{head}\n\n{}", first.content),
+            None => out.insert(0, Message::user(head)),
+        }
+    }
+    out
+}
+
 fn wire_message(m: &Message) -> Value {
     let role = match m.role {
         Role::System => "system",
@@ -134,6 +184,9 @@ pub fn request_body(
         }
     }
 
+    if !features.system_role || !features.tool_role {
+        messages = fold_roles(messages, features.system_role, features.tool_role);
+    }
     body.insert(
         "messages".into(),
         Value::Array(messages.iter().map(wire_message).collect()),
@@ -608,6 +661,45 @@ mod tests {
         let b = request_body(&c, &req, false).unwrap();
         assert_eq!(b["tool_choice"]["function"]["name"], "logs");
         assert!(b.get("n").is_none());
+    }
+
+    #[test]
+    fn system_and_tool_turns_fold_into_user_text_where_the_format_lacks_them() {
+        let c = OpenAiConfig::llama_cpp_python("http://x/v1", "m");
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "logs".into(),
+            arguments: "{\"q\": \"err\"}".into(),
+        }];
+        let req = CompletionRequest::new(vec![
+            Message::system("rules"),
+            Message::user("task"),
+            call,
+            Message::tool_result("c1", "3 lines"),
+            Message::system("late"),
+        ]);
+        let b = request_body(&c, &req, false).unwrap();
+        let msgs = b["messages"].as_array().unwrap();
+        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user", "user"]);
+        assert_eq!(msgs[0]["content"], "rules\n\ntask");
+        let written: Value = serde_json::from_str(msgs[1]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            written,
+            json!({"tool_call": "c1", "name": "logs", "arguments": {"q": "err"}})
+        );
+        assert!(msgs[1].get("tool_calls").is_none());
+        assert_eq!(msgs[2]["content"], "Result of tool call c1:\n3 lines");
+        assert_eq!(msgs[3]["content"], "late");
+        // Only a system message: it becomes the user message.
+        let only = CompletionRequest::new(vec![Message::system("s")]);
+        let b = request_body(&c, &only, false).unwrap();
+        assert_eq!(b["messages"][0]["role"], "user");
+        // Servers with both roles get the messages as they are.
+        let b = request_body(&config(), &req, false).unwrap();
+        assert_eq!(b["messages"][0]["role"], "system");
+        assert_eq!(b["messages"].as_array().unwrap().len(), 5);
     }
 
     #[test]
