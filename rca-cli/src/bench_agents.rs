@@ -51,7 +51,7 @@ pub struct AgentsArgs {
 }
 
 /// The workspace root: the nearest ancestor of the current folder with the bundled incident.
-fn workspace_root() -> anyhow::Result<PathBuf> {
+pub(crate) fn workspace_root() -> anyhow::Result<PathBuf> {
     let here = std::env::current_dir()?;
     here.ancestors()
         .find(|d| d.join("examples/incidents").is_dir())
@@ -61,7 +61,7 @@ fn workspace_root() -> anyhow::Result<PathBuf> {
         })
 }
 
-fn env_or(flag: &Option<String>, var: &str) -> anyhow::Result<String> {
+pub(crate) fn env_or(flag: &Option<String>, var: &str) -> anyhow::Result<String> {
     match flag {
         Some(v) => Ok(v.clone()),
         None => std::env::var(var).with_context(|| {

@@ -1,9 +1,21 @@
 //! `rca bench stability`: the RCAgent stability benchmark (shape of RCAgent Table 4).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use rca_eval::stability::{StabilitySettings, obsk_comparison, run_stability};
+use rca_core::llm::ChatModel;
+use rca_eval::model_runs::{RunBudgets, provenance_from_env};
+use rca_agents::react::ActionMode;
+use rca_eval::stability::{
+    CONFIGS, EpisodeBudgets, StabilityReport, TurnSource, mode_name, obsk_comparison,
+    run_stability_with,
+};
+use rca_llm::{OpenAiClient, OpenAiConfig, RecordingModel, ReplayModel};
+
+use crate::bench_agents::env_or;
 
 /// Benchmarks.
 #[derive(Debug, Subcommand)]
@@ -18,38 +30,95 @@ pub enum BenchCommand {
 /// Arguments of `rca bench stability`.
 #[derive(Debug, Args)]
 pub struct StabilityArgs {
-    /// Seeded episodes per configuration.
-    #[arg(long, default_value_t = 1000)]
-    pub episodes: usize,
-    /// Probability that a model turn is corrupted.
+    /// Seeded episodes per configuration (default: 1000 in chaos mode, 30 with a model).
+    #[arg(long)]
+    pub episodes: Option<usize>,
+    /// Probability that a model turn is corrupted (chaos mode).
     #[arg(long, default_value_t = 0.3)]
     pub corruption: f64,
     /// Episode i uses seed `seed + i`.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Run on real turns from this OpenAI-compatible server instead of the chaos mode
+    /// (`RCA_LLM_BASE_URL` when only `--model` is given).
+    #[arg(long)]
+    pub model_url: Option<String>,
+    /// The model name on that server (`RCA_LLM_MODEL` when only `--model-url` is given).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Record each configuration's calls into `DIR/stability-<mode>-<configuration>.json`.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Replay the recordings in `DIR` instead of asking a server.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
+    /// Only these configurations (comma-separated; default: all five).
+    #[arg(long, value_delimiter = ',')]
+    pub configs: Vec<String>,
+    /// Steps per episode with a model.
+    #[arg(long, default_value_t = EpisodeBudgets::default().max_steps)]
+    pub max_steps: usize,
+    /// Completion tokens per model turn.
+    #[arg(long, default_value_t = EpisodeBudgets::default().max_turn_tokens)]
+    pub max_turn_tokens: u32,
+    /// Wall time of each episode, in seconds.
+    #[arg(long, default_value_t = EpisodeBudgets::default().wall_time.as_secs())]
+    pub wall_seconds: u64,
+    /// How the controller asks the model for actions: `json_text` (RCAgent's JSON in text)
+    /// or `native_tools` (tool calls; a pick under a schema and a named tool choice on
+    /// llama-cpp-python).
+    #[arg(long, default_value = "json_text", value_parser = parse_mode)]
+    pub action_mode: ActionMode,
     /// Print one JSON line instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also write the table into this Markdown file's `stability` section.
+    /// Also write the table into this Markdown file's `stability` section (chaos mode) or
+    /// `stability-real-model-<mode>` section (real turns).
     #[arg(long)]
     pub write_docs: Option<PathBuf>,
+}
+
+fn parse_mode(s: &str) -> Result<ActionMode, String> {
+    match s {
+        "auto" => Ok(ActionMode::Auto),
+        "json_text" => Ok(ActionMode::JsonText),
+        "native_tools" => Ok(ActionMode::NativeTools),
+        other => Err(format!(
+            "unknown action mode `{other}` (auto, json_text, native_tools)"
+        )),
+    }
+}
+
+impl StabilityArgs {
+    fn uses_model(&self) -> bool {
+        self.model_url.is_some() || self.model.is_some() || self.replay.is_some()
+    }
 }
 
 /// Runs a benchmark subcommand.
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Stability(args) if args.uses_model() => stability_on_model(args).await,
         BenchCommand::Stability(args) => stability(args).await,
         BenchCommand::Agents(args) => crate::bench_agents::run(args).await,
     }
 }
 
+fn configs(args: &StabilityArgs) -> Vec<&str> {
+    if args.configs.is_empty() {
+        CONFIGS.to_vec()
+    } else {
+        args.configs.iter().map(String::as_str).collect()
+    }
+}
+
 async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
-    let report = run_stability(StabilitySettings {
-        episodes: args.episodes,
+    let episodes = args.episodes.unwrap_or(1000);
+    let source = TurnSource::Chaos {
         corruption: args.corruption,
-        seed: args.seed,
-    })
-    .await?;
+    };
+    let report = run_stability_with(&source, episodes, args.seed, &configs(&args), |_, _, _| {})
+        .await?;
     if args.json {
         println!("{}", report.to_json_line());
         if args.write_docs.is_none() {
@@ -57,21 +126,130 @@ async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
         }
     }
     // Snapshot-key token savings on the same incidents (at most 200 of them).
-    let obsk = obsk_comparison(args.episodes.min(200), args.seed).await?;
+    let obsk = obsk_comparison(episodes.min(200), args.seed).await?;
     let markdown = format!("{}\n{}", report.markdown(), obsk.markdown());
     if !args.json {
         print!("{markdown}");
     }
     if let Some(path) = args.write_docs {
         let mut command = format!(
-            "rca bench stability --episodes {} --corruption {}",
-            args.episodes, args.corruption
+            "rca bench stability --episodes {episodes} --corruption {}",
+            args.corruption
         );
         if args.seed != 0 {
             command.push_str(&format!(" --seed {}", args.seed));
         }
         command.push_str(&format!(" --write-docs {}", path.display()));
         rca_eval::docs::write_section(&path, "stability", &command, &markdown)?;
+    }
+    Ok(())
+}
+
+/// The stability benchmark on real turns: one model (live, recorded or replayed) per
+/// configuration, so each configuration's calls go to their own cassette.
+async fn stability_on_model(args: StabilityArgs) -> anyhow::Result<()> {
+    let episodes = args.episodes.unwrap_or(30);
+    let budgets = EpisodeBudgets {
+        max_steps: args.max_steps,
+        max_turn_tokens: args.max_turn_tokens,
+        wall_time: Duration::from_secs(args.wall_seconds.max(1)),
+    };
+    let live = match &args.replay {
+        Some(_) => None,
+        None => {
+            let url = env_or(&args.model_url, "RCA_LLM_BASE_URL")?;
+            let name = env_or(&args.model, "RCA_LLM_MODEL")?;
+            let config = OpenAiConfig::llama_cpp_python(url, name)
+                .with_timeouts(Some(Duration::from_secs(5)), Some(budgets.wall_time));
+            Some(OpenAiClient::new(config)?)
+        }
+    };
+    let provenance = match (&args.record, &live) {
+        (Some(_), Some(_)) => {
+            let mut p = provenance_from_env(&RunBudgets::default()).map_err(anyhow::Error::msg)?;
+            p.sampling = serde_json::json!({
+                "temperature": 0.0,
+                "seed": format!("episode seed {} + i", args.seed),
+                "max_turn_tokens": budgets.max_turn_tokens,
+                "max_steps": budgets.max_steps,
+            });
+            Some(p)
+        }
+        _ => None,
+    };
+    let mut rows = Vec::new();
+    let mut source_name = String::new();
+    for name in configs(&args) {
+        let cassette = format!("stability-{}-{name}.json", mode_name(args.action_mode));
+        let model: Arc<dyn ChatModel> = match (&args.replay, &live, &args.record) {
+            (Some(dir), _, _) => {
+                let path = dir.join(&cassette);
+                Arc::new(
+                    ReplayModel::open(&path)
+                        .with_context(|| format!("cannot replay {}", path.display()))?,
+                )
+            }
+            (None, Some(client), Some(dir)) => {
+                let mut rec = RecordingModel::create(client.clone(), dir.join(&cassette));
+                if let Some(p) = &provenance {
+                    rec = rec.with_provenance(p.clone());
+                }
+                Arc::new(rec)
+            }
+            (None, Some(client), None) => Arc::new(client.clone()),
+            (None, None, _) => anyhow::bail!("no model: pass --model-url or --replay"),
+        };
+        source_name = model.model_id().to_string();
+        let source = TurnSource::Model {
+            model,
+            budgets,
+            action_mode: args.action_mode,
+        };
+        let report = run_stability_with(&source, episodes, args.seed, &[name], |c, i, ep| {
+            eprintln!(
+                "{c} #{i}: {} steps, {} invalid turns as written, {}, {:.1} s",
+                ep.actions,
+                ep.invalid_turns,
+                if ep.passed { "passed" } else { "failed" },
+                ep.seconds
+            );
+        })
+        .await?;
+        rows.extend(report.rows);
+    }
+    let report = StabilityReport {
+        source: source_name,
+        episodes,
+        corruption: None,
+        budgets: Some(budgets),
+        rows,
+    };
+    if args.json {
+        println!("{}", report.to_json_line());
+    } else {
+        print!("{}", report.markdown());
+    }
+    if let Some(path) = &args.write_docs {
+        let mut command = format!(
+            "rca bench stability --episodes {episodes} --max-steps {} --max-turn-tokens {} \
+             --action-mode {}",
+            budgets.max_steps,
+            budgets.max_turn_tokens,
+            mode_name(args.action_mode)
+        );
+        match (&args.replay, &args.record) {
+            (Some(dir), _) => command.push_str(&format!(" --replay {}", dir.display())),
+            (None, Some(dir)) => {
+                command.push_str(&format!(" --model-url URL --model NAME --record {}", dir.display()))
+            }
+            (None, None) => command.push_str(" --model-url URL --model NAME"),
+        }
+        if !args.configs.is_empty() {
+            command.push_str(&format!(" --configs {}", args.configs.join(",")));
+        }
+        command.push_str(&format!(" --write-docs {}", path.display()));
+        let section = format!("stability-real-model-{}", mode_name(args.action_mode));
+        rca_eval::docs::write_section(path, &section, &command, &report.markdown())?;
     }
     Ok(())
 }
@@ -106,7 +284,11 @@ mod tests {
         let BenchCommand::Stability(args) = &w.command else {
             panic!("not stability")
         };
-        assert_eq!((args.episodes, args.corruption, args.json), (4, 0.5, true));
+        assert_eq!(
+            (args.episodes, args.corruption, args.json),
+            (Some(4), 0.5, true)
+        );
+        assert!(!args.uses_model());
         run(w.command).await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("<!-- BEGIN stability -->"));
@@ -116,6 +298,11 @@ mod tests {
         let BenchCommand::Stability(d) = defaults.command else {
             panic!("not stability")
         };
-        assert_eq!((d.episodes, d.corruption, d.json), (1000, 0.3, false));
+        assert_eq!((d.episodes, d.corruption, d.json), (None, 0.3, false));
+        let real = Wrapper::try_parse_from(["bench", "stability", "--model", "m"]).unwrap();
+        let BenchCommand::Stability(r) = real.command else {
+            panic!("not stability")
+        };
+        assert!(r.uses_model());
     }
 }

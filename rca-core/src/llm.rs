@@ -420,6 +420,15 @@ pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
     value
 }
 
+/// A copy of `schema` without annotation keywords (`$schema`, `title`, `description`,
+/// `default`, `examples`), in it or its subschemas: the form to send where a server turns
+/// schemas into grammars (tool parameters under a named `tool_choice`, structured output).
+pub fn without_annotations(schema: &serde_json::Value) -> serde_json::Value {
+    let mut out = schema.clone();
+    strip_annotations(&mut out);
+    out
+}
+
 /// Removes annotation keywords from a schema and its subschemas (not from the names in a
 /// `properties` map, where `description` may be a property).
 fn strip_annotations(schema: &mut serde_json::Value) {

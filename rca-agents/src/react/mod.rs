@@ -8,15 +8,17 @@
 //! long, with JSON-sensitive characters sanitised). `finalize` ends the run with a
 //! [`DiagnosisReport`]. Every step is recorded in the [`Trajectory`].
 
+mod ask;
 mod finalize;
 mod obsk;
 mod prompt;
 mod rules;
 mod turn;
 
+pub use ask::{ActionMode, ReactEvent, RunObserver};
 pub use finalize::{FINALIZE, FinalizeArgs, finalize_spec};
 pub use obsk::{Obsk, ObskTokens, cut as obsk_cut, measure_prompt_tokens};
-pub use prompt::{FRAMEWORK_RULES, incident_message, system_prompt};
+pub use prompt::{FRAMEWORK_RULES, NATIVE_RULES, incident_message, native_system_prompt, system_prompt};
 pub use rules::{ErrorRules, Violation, input_chars};
 pub use turn::{TURN_SHAPE, Turn, parse_turn, render_turn};
 
@@ -26,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rca_core::incident::{Evidence, Incident};
-use rca_core::llm::{ChatModel, CompletionRequest, Message};
+use rca_core::llm::{ChatModel, CompletionRequest, Message, ToolCall, ToolChoice};
 use rca_core::memory::SnapshotStore;
 use rca_core::tool::{ToolContext, ToolRegistry};
 use rca_core::trajectory::{DiagnosisReport, Observation, Outcome, Step, Trajectory};
@@ -35,6 +37,7 @@ use rca_llm::json::{JsonError, JsonRegen, repair, sanitize_for_prompt};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::InMemorySnapshotStore;
+use ask::{ModelTurn, TurnForm};
 
 /// Settings of the controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,6 +65,9 @@ pub struct ReactConfig {
     pub seed: Option<u64>,
     /// Token limit of each model turn.
     pub max_turn_tokens: Option<u32>,
+    /// How the model is asked for its action (JSON in text or native tool calls).
+    #[serde(default)]
+    pub action_mode: ActionMode,
 }
 
 impl Default for ReactConfig {
@@ -78,6 +84,7 @@ impl Default for ReactConfig {
             temperature: Some(0.0),
             seed: None,
             max_turn_tokens: None,
+            action_mode: ActionMode::Auto,
         }
     }
 }
@@ -109,6 +116,18 @@ pub struct ReactRun {
     pub trajectory: Trajectory,
     /// The diagnosis, when the run finalized.
     pub report: Option<DiagnosisReport>,
+    /// The mistakes the controller caught, by step.
+    #[serde(default)]
+    pub violations: Vec<CaughtViolation>,
+}
+
+/// A mistake caught at one step of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaughtViolation {
+    /// The step's index.
+    pub step: usize,
+    /// What was wrong.
+    pub violation: Violation,
 }
 
 impl ReactRun {
@@ -140,6 +159,9 @@ pub(crate) struct RunState {
     pub evidence: Vec<Evidence>,
     pub seen_calls: BTreeSet<(String, String)>,
     pub investigations: usize,
+    pub violations: Vec<CaughtViolation>,
+    /// The native tool call of the step being handled (its result goes into a tool message).
+    pub pending_call: Option<ToolCall>,
     pub incident: Incident,
     pub started: Instant,
 }
@@ -171,6 +193,7 @@ pub struct ReactAgent {
     obsk: Option<Obsk>,
     task_requirements: String,
     config: ReactConfig,
+    observer: Option<Arc<dyn RunObserver>>,
 }
 
 impl std::fmt::Debug for ReactAgent {
@@ -200,7 +223,32 @@ impl ReactAgent {
             obsk,
             task_requirements: task_requirements.into(),
             config,
+            observer: None,
         }
+    }
+
+    /// Tells `observer` of every step as it ends, and of the model's text as it streams
+    /// (a model that streams is then read through its stream).
+    pub fn with_observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Whether this controller's actions arrive as native tool calls (from the configured
+    /// [`ActionMode`] and the model's capabilities).
+    pub fn uses_native_tools(&self) -> bool {
+        self.form().is_native()
+    }
+
+    fn form(&self) -> TurnForm {
+        TurnForm::resolve(self.config.action_mode, &self.model.capabilities())
+    }
+
+    /// The specs the model may call: the tools and `finalize`.
+    fn all_specs(&self) -> Vec<rca_core::tool::ToolSpec> {
+        let mut specs = self.tools.specs();
+        specs.push(finalize_spec());
+        specs
     }
 
     /// Uses `store` for snapshots (for example a [`crate::memory::DiskSnapshotStore`]).
@@ -221,9 +269,12 @@ impl ReactAgent {
 
     /// The system prompt this controller sends.
     pub fn system_prompt(&self) -> String {
-        let mut specs = self.tools.specs();
-        specs.push(finalize_spec());
-        system_prompt(&self.task_requirements, &specs)
+        let specs = self.all_specs();
+        if self.form().is_native() {
+            native_system_prompt(&self.task_requirements, &specs)
+        } else {
+            system_prompt(&self.task_requirements, &specs)
+        }
     }
 
     /// Runs the controller on an incident until it finalizes or a budget ends it.
@@ -251,6 +302,8 @@ impl ReactAgent {
             evidence: Vec::new(),
             seen_calls: BTreeSet::new(),
             investigations: 0,
+            violations: Vec::new(),
+            pending_call: None,
             incident: incident.clone(),
             started: Instant::now(),
         }
@@ -280,6 +333,7 @@ impl ReactAgent {
         ReactRun {
             trajectory: state.trajectory,
             report,
+            violations: state.violations,
         }
     }
 
@@ -360,7 +414,7 @@ impl ReactAgent {
         }
         let started = Instant::now();
         let index = state.trajectory.steps.len();
-        let mut request = CompletionRequest::new(state.messages.clone()).json();
+        let mut request = CompletionRequest::new(state.messages.clone());
         request.temperature = sampling.temperature;
         let since_branch = index.saturating_sub(sampling.branch_at) as u64;
         request.seed = sampling.seed.map(|s| s.wrapping_add(since_branch << 32));
@@ -376,23 +430,30 @@ impl ReactAgent {
                 return StepEnd::Stop(Outcome::TokenBudgetExhausted);
             }
         }
-        let response = match self.complete(state, request).await {
-            Ok(r) => r,
+        let turn = match self.ask(state, request, index).await {
+            Ok(t) => t,
             Err(outcome) => return StepEnd::Stop(outcome),
         };
-        let raw = response.text().to_string();
+        let raw = turn.text.clone();
         let mut step = Step {
             index,
-            usage: response.usage,
+            usage: turn.usage,
             ..Default::default()
         };
         let started_run = state.started;
-        let parsed = match self
-            .within_budget(started_run, self.read_turn(&raw, &mut step))
-            .await
-        {
-            Ok(Ok(p)) => p,
-            Ok(Err(outcome)) | Err(outcome) => return StepEnd::Stop(outcome),
+        let parsed = match turn.call {
+            Some(call) => {
+                let parsed = self.read_call(&call, &raw, &mut step);
+                state.pending_call = Some(call);
+                parsed
+            }
+            None => match self
+                .within_budget(started_run, self.read_turn(&raw, &mut step))
+                .await
+            {
+                Ok(Ok(p)) => p,
+                Ok(Err(outcome)) | Err(outcome) => return StepEnd::Stop(outcome),
+            },
         };
         let end = match parsed {
             Err(violation) => {
@@ -414,8 +475,195 @@ impl ReactAgent {
             }
         };
         step.elapsed_ms = elapsed_ms(started);
+        state.pending_call = None;
+        if let Some(observer) = &self.observer {
+            observer.on_event(&ReactEvent::Step(step.clone()));
+        }
         state.trajectory.steps.push(step);
         end
+    }
+
+    /// Asks the model for the turn in this run's form.
+    async fn ask(
+        &self,
+        state: &RunState,
+        request: CompletionRequest,
+        index: usize,
+    ) -> Result<ModelTurn, Outcome> {
+        match self.form() {
+            TurnForm::Text => {
+                let request = request.json();
+                let streams = self.model.capabilities().streaming;
+                match (&self.observer, streams) {
+                    (Some(observer), true) => {
+                        let collect = ask::collect_stream(self.model.as_ref(), request, |t| {
+                            observer.on_event(&ReactEvent::Token {
+                                step: index,
+                                text: t.to_string(),
+                            })
+                        });
+                        let (text, usage) = self
+                            .within_budget(state.started, collect)
+                            .await?
+                            .map_err(|e| Outcome::Failed(format!("model error: {e}")))?;
+                        Ok(ModelTurn {
+                            text,
+                            call: None,
+                            usage,
+                        })
+                    }
+                    _ => {
+                        let r = self.complete(state, request).await?;
+                        Ok(ModelTurn {
+                            text: r.text().to_string(),
+                            call: None,
+                            usage: r.usage,
+                        })
+                    }
+                }
+            }
+            TurnForm::ToolCalls => {
+                let mut request = request;
+                request.tools = ask::wire_specs(&self.all_specs());
+                request.tool_choice = ToolChoice::Auto;
+                let r = self.complete(state, request).await?;
+                let call = r
+                    .choices
+                    .first()
+                    .and_then(|c| c.message.tool_calls.first().cloned());
+                Ok(ModelTurn {
+                    text: r.text().to_string(),
+                    call,
+                    usage: r.usage,
+                })
+            }
+            TurnForm::PickThenFill => {
+                let specs = self.all_specs();
+                let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+                let caps = self.model.capabilities();
+                let pick = self
+                    .complete(state, ask::pick_request(request.clone(), &names, &caps))
+                    .await?;
+                let mut usage = pick.usage;
+                let pick_text = pick.text().to_string();
+                let picked = repair(&pick_text).ok().and_then(|r| {
+                    let tool = r.value.get("tool")?.as_str()?.trim().to_string();
+                    let thought = r.value.get("thought").and_then(|t| t.as_str());
+                    Some((tool, thought.unwrap_or_default().to_string()))
+                });
+                let Some((tool, thought)) = picked else {
+                    // No tool named: the text goes to the JSON-in-text reader (and is invalid).
+                    return Ok(ModelTurn {
+                        text: pick_text,
+                        call: None,
+                        usage,
+                    });
+                };
+                let Some(spec) = specs.iter().find(|s| s.name == tool) else {
+                    return Ok(ModelTurn {
+                        text: thought,
+                        call: Some(ToolCall {
+                            id: format!("call-{index}"),
+                            name: tool,
+                            arguments: "{}".into(),
+                        }),
+                        usage,
+                    });
+                };
+                let fill = self
+                    .complete(state, ask::fill_request(request, &pick_text, spec))
+                    .await?;
+                usage.add(&fill.usage);
+                let call = fill
+                    .choices
+                    .first()
+                    .and_then(|c| c.message.tool_calls.first().cloned())
+                    .unwrap_or_else(|| ToolCall {
+                        id: format!("call-{index}"),
+                        name: tool.clone(),
+                        arguments: fill.text().to_string(),
+                    });
+                Ok(ModelTurn {
+                    text: thought,
+                    call: Some(ToolCall { name: tool, ..call }),
+                    usage,
+                })
+            }
+        }
+    }
+
+    /// Reads a native tool call into a turn: its arguments repaired when configured.
+    fn read_call(
+        &self,
+        call: &ToolCall,
+        thought: &str,
+        step: &mut Step,
+    ) -> Result<Turn, Violation> {
+        let arguments = if call.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            call.arguments.as_str()
+        };
+        let parsed = if self.config.json_repair {
+            repair(arguments)
+        } else {
+            strict(arguments)
+        };
+        let schema = || {
+            self.all_specs()
+                .into_iter()
+                .find(|s| s.name == call.name)
+                .map(|s| s.parameters.to_string())
+                .unwrap_or_default()
+        };
+        match parsed {
+            Ok(r) if r.value.is_object() => {
+                step.repairs = u32::from(r.was_repaired());
+                Ok(Turn {
+                    thought: thought.to_string(),
+                    action: rca_core::trajectory::Action {
+                        name: call.name.clone(),
+                        args: r.value,
+                    },
+                })
+            }
+            Ok(_) => Err(Violation::InvalidArgs {
+                tool: call.name.clone(),
+                message: "the arguments must be a JSON object".into(),
+                schema: schema(),
+            }),
+            Err(e) => Err(Violation::InvalidArgs {
+                tool: call.name.clone(),
+                message: e.to_string(),
+                schema: schema(),
+            }),
+        }
+    }
+
+    /// Records the model's turn and what came back, in the conversation's form: a tool-call
+    /// message and a tool result when the turn was a native call, an assistant message and an
+    /// `Observation:` user message otherwise. `observation` is `None` after an accepted
+    /// `finalize`.
+    fn push_exchange(&self, state: &mut RunState, assistant: &str, observation: Option<&str>) {
+        match state.pending_call.take() {
+            Some(call) => {
+                let id = call.id.clone();
+                let mut m = Message::assistant(state_thought(assistant));
+                m.tool_calls = vec![call];
+                state.messages.push(m);
+                if let Some(text) = observation {
+                    state.messages.push(Message::tool_result(id, text));
+                }
+            }
+            None => {
+                state.messages.push(Message::assistant(assistant));
+                if let Some(text) = observation {
+                    state
+                        .messages
+                        .push(Message::user(format!("Observation: {text}")));
+                }
+            }
+        }
     }
 
     /// Parses the model output into a turn, repairing and regenerating as configured. The
@@ -475,11 +723,12 @@ impl ReactAgent {
     fn reject(&self, state: &mut RunState, step: &mut Step, assistant: &str, violation: Violation) {
         let text = violation.observation(self.config.rules.enabled);
         step.error = Some(violation.to_string());
+        state.violations.push(CaughtViolation {
+            step: step.index,
+            violation,
+        });
         step.observation = Some(Observation::full(text.clone()));
-        state.messages.push(Message::assistant(assistant));
-        state
-            .messages
-            .push(Message::user(format!("Observation: {text}")));
+        self.push_exchange(state, assistant, Some(&text));
     }
 
     async fn act(
@@ -519,7 +768,7 @@ impl ReactAgent {
                 return StepEnd::Continue;
             }
             step.observation = Some(Observation::full("Diagnosis accepted."));
-            state.messages.push(Message::assistant(rendered));
+            self.push_exchange(state, &rendered, None);
             return StepEnd::Finalize(
                 args.into_report(&state.evidence, state.incident.detected_at),
             );
@@ -598,10 +847,7 @@ impl ReactAgent {
                     text: shown.clone(),
                     ..observation
                 });
-                state.messages.push(Message::assistant(rendered));
-                state
-                    .messages
-                    .push(Message::user(format!("Observation: {shown}")));
+                self.push_exchange(state, &rendered, Some(&shown));
             }
             Err(ToolError::InvalidArgs {
                 tool,
@@ -620,10 +866,7 @@ impl ReactAgent {
                 let text = format!("Error: {e}");
                 step.error = Some(e.to_string());
                 step.observation = Some(Observation::full(text.clone()));
-                state.messages.push(Message::assistant(rendered));
-                state
-                    .messages
-                    .push(Message::user(format!("Observation: {text}")));
+                self.push_exchange(state, &rendered, Some(&text));
             }
         }
         StepEnd::Continue
@@ -641,6 +884,14 @@ fn strict(raw: &str) -> Result<rca_llm::json::Repaired, JsonError> {
             raw: raw.to_string(),
         }),
     }
+}
+
+/// The thought of a rendered turn (the text of a tool-call message).
+fn state_thought(rendered: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(rendered)
+        .ok()
+        .and_then(|v| v.get("thought").and_then(|t| t.as_str()).map(str::to_string))
+        .unwrap_or_else(|| rendered.to_string())
 }
 
 fn first_sentence(text: &str) -> &str {

@@ -22,6 +22,35 @@ before the tool runs.
 - When the evidence from the tools supports a root cause, call `finalize` with the root cause, \
 the solution, who must act (responsibility), your confidence and the evidence.";
 
+/// The framework rules when the model calls tools natively.
+pub const NATIVE_RULES: &str = "\
+You are an autonomous agent that finds the root cause of a cloud incident by using tools.
+You work in cycles. In each cycle you think about what you know and what you still need, call \
+exactly one tool, and then receive its result.
+Rules:
+- Use only the tools listed below.
+- Do not call a tool again with the same arguments: its earlier result still holds.
+- Long results show only their head and a snapshot key (obs- followed by 16 hex digits). To \
+give a tool the full text, pass the key as an argument value; it is replaced by the full text \
+before the tool runs.
+- When the evidence from the tools supports a root cause, call `finalize` with the root cause, \
+the solution, who must act (responsibility), your confidence and the evidence.";
+
+/// The system prompt for a run whose tools go to the model natively: the rules, the task and
+/// one line per tool (their schemas travel with the request).
+pub fn native_system_prompt(task_requirements: &str, tools: &[ToolSpec]) -> String {
+    let mut out = NATIVE_RULES.to_string();
+    if !task_requirements.trim().is_empty() {
+        out.push_str("\n\n## Task requirements\n");
+        out.push_str(task_requirements.trim());
+    }
+    out.push_str("\n\n## Tools\n");
+    for t in tools {
+        out.push_str(&format!("- {}: {}\n", t.name, t.description.trim()));
+    }
+    out
+}
+
 /// The system prompt for a run.
 pub fn system_prompt(task_requirements: &str, tools: &[ToolSpec]) -> String {
     let mut out = FRAMEWORK_RULES.replace("TURN_SHAPE", TURN_SHAPE);

@@ -102,6 +102,17 @@ pub enum Violation {
 }
 
 impl Violation {
+    /// Whether one of the advisory rules caught it (a repeated call, trivial expert input, a
+    /// premature finalize), as opposed to output that is no valid action at all.
+    pub fn is_advisory(&self) -> bool {
+        matches!(
+            self,
+            Violation::RepeatedCall { .. }
+                | Violation::TrivialExpertInput { .. }
+                | Violation::PrematureFinalize { .. }
+        )
+    }
+
     /// What to tell the model, with advice when `advise` is set.
     pub fn observation(&self, advise: bool) -> String {
         let advice = match self {

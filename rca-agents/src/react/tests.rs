@@ -464,3 +464,150 @@ async fn wall_time_budget_bounds_tool_calls() {
         .await;
     assert_eq!(run.trajectory.outcome, Outcome::TimedOut);
 }
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> rca_core::llm::ToolCall {
+    rca_core::llm::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
+}
+
+fn finalize_args() -> serde_json::Value {
+    serde_json::json!({"root_cause": "db disk full", "solution": "free disk space on db",
+        "responsibility": "platform", "confidence": 0.9, "evidence": ["write failed"],
+        "components": ["db"]})
+}
+
+#[tokio::test]
+async fn native_tool_calls_with_empty_text_are_valid_turns_and_results_go_back_as_tool_messages()
+{
+    let caps = rca_core::llm::Capabilities {
+        tool_calls: true,
+        ..Default::default()
+    };
+    let model = ScriptedModel::new(
+        "scripted-react-native",
+        [
+            ScriptedTurn::ToolCalls(vec![call(
+                "c1",
+                "logs",
+                serde_json::json!({"component": "api"}),
+            )]),
+            ScriptedTurn::ToolCalls(vec![call("c2", "finalize", finalize_args())]),
+        ],
+    )
+    .with_capabilities(caps);
+    let seen = model.clone();
+    let agent = agent(model, config());
+    assert!(agent.uses_native_tools());
+    let run = agent.run(&incident(), &Cancellation::new()).await;
+    assert_eq!(run.trajectory.outcome, Outcome::Finalized, "{run:#?}");
+    assert_eq!(run.invalid_actions(), 0);
+    let reqs = seen.requests();
+    // Tools travel with the request, without annotations; the prompt lists them in one line.
+    let names: Vec<&str> = reqs[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["logs", "log_expert", "finalize"]);
+    assert!(!reqs[0].tools[2].parameters.to_string().contains("description"));
+    assert_eq!(reqs[0].tool_choice, ToolChoice::Auto);
+    assert!(reqs[0].messages[0].content.contains("- logs: Reads"));
+    // The second request holds the call and its result as a tool message.
+    let msgs = &reqs[1].messages;
+    let call_msg = &msgs[msgs.len() - 2];
+    assert_eq!(call_msg.tool_calls[0].id, "c1");
+    let result = msgs.last().unwrap();
+    assert_eq!(result.role, rca_core::llm::Role::Tool);
+    assert_eq!(result.tool_call_id.as_deref(), Some("c1"));
+    assert!(result.content.contains("api: nothing unusual"));
+}
+
+#[tokio::test]
+async fn a_named_choice_server_picks_under_a_schema_then_fills_the_arguments() {
+    let caps = rca_core::llm::Capabilities {
+        named_tool_choice: true,
+        json_schema: true,
+        ..Default::default()
+    };
+    let pick = |tool: &str| {
+        ScriptedTurn::Text(serde_json::json!({"thought": "look", "tool": tool}).to_string())
+    };
+    let model = ScriptedModel::new(
+        "scripted-react-pick-then-fill",
+        [
+            pick("logs"),
+            ScriptedTurn::ToolCalls(vec![call(
+                "f1",
+                "logs",
+                serde_json::json!({"component": "api"}),
+            )]),
+            pick("no_such_tool"),
+            pick("finalize"),
+            // Arguments that need repair (a trailing comma).
+            ScriptedTurn::ToolCalls(vec![rca_core::llm::ToolCall {
+                id: "f3".into(),
+                name: "finalize".into(),
+                arguments: format!("{},", finalize_args()).replace("}},", "},"),
+            }]),
+        ],
+    )
+    .with_capabilities(caps);
+    let seen = model.clone();
+    let cfg = ReactConfig {
+        action_mode: ActionMode::NativeTools,
+        ..config()
+    };
+    let agent = agent(model, cfg);
+    assert!(agent.uses_native_tools());
+    let run = agent.run(&incident(), &Cancellation::new()).await;
+    assert_eq!(run.trajectory.outcome, Outcome::Finalized, "{run:#?}");
+    let steps = &run.trajectory.steps;
+    assert_eq!(steps.len(), 3);
+    assert!(steps[1].error.as_deref().unwrap().contains("no_such_tool"));
+    assert!(matches!(
+        run.violations[0].violation,
+        Violation::UnknownTool { .. }
+    ));
+    let reqs = seen.requests();
+    // The pick is constrained to the tool names; the fill names the picked tool.
+    match &reqs[0].response_format {
+        rca_core::llm::ResponseFormat::JsonSchema { schema, .. } => {
+            assert_eq!(schema["properties"]["tool"]["enum"][0], "logs");
+        }
+        other => panic!("pick without a schema: {other:?}"),
+    }
+    assert_eq!(reqs[1].tool_choice, ToolChoice::Function("logs".into()));
+    assert_eq!(reqs[1].tools.len(), 1);
+    // Both calls' tokens count for the step.
+    assert!(steps[0].usage.prompt_tokens > 0);
+}
+
+#[tokio::test]
+async fn an_observer_sees_every_step_and_the_streamed_text() {
+    let caps = rca_core::llm::Capabilities {
+        streaming: true,
+        ..Default::default()
+    };
+    let model = ScriptedModel::from_texts(
+        "scripted-react-observed",
+        [
+            turn("logs", serde_json::json!({"component": "api"})),
+            finalize_turn(),
+        ],
+    )
+    .with_capabilities(caps);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let agent = agent(model, config()).with_observer(Arc::new(tx));
+    let run = agent.run(&incident(), &Cancellation::new()).await;
+    assert_eq!(run.trajectory.outcome, Outcome::Finalized);
+    let mut steps = Vec::new();
+    let mut streamed = String::new();
+    while let Ok(event) = rx.try_recv() {
+        match event {
+            ReactEvent::Step(s) => steps.push(s),
+            ReactEvent::Token { step: 0, text } => streamed.push_str(&text),
+            _ => {}
+        }
+    }
+    assert_eq!(steps, run.trajectory.steps);
+    assert!(streamed.contains("\"logs\""), "{streamed}");
+}

@@ -1,7 +1,12 @@
 //! The chaos wrapper: corrupts each model turn with probability `p`, the corruption split
 //! evenly over four kinds (broken JSON, an unknown tool, a repeated call, a premature
-//! finalize). Regeneration requests are answered from the turn the wrapped policy meant, and
-//! are themselves broken with probability `p`.
+//! finalize).
+//!
+//! Regeneration requests are answered by a copyist: it restates the broken text it was shown,
+//! and nothing else. It never sees the turn the policy meant, so what a corruption destroyed
+//! stays destroyed (a turn cut inside its `action` key is lost whatever the controller does).
+//! This demonstrates the mechanism of each stabiliser; it cannot show what regeneration by a
+//! real model recovers (`rca bench stability --model-url` measures that).
 
 use std::sync::{Arc, Mutex};
 
@@ -36,15 +41,13 @@ const UNKNOWN_TOOLS: [&str; 4] = ["search_logs", "get_traces", "restart_service"
 struct State {
     seed: u64,
     turns: u64,
-    regens: u64,
-    intended: Option<serde_json::Value>,
     applied: Vec<Corruption>,
 }
 
 impl State {
-    /// The generator of call `index` of `stream` (0: turns, 1: regeneration calls). Each call
-    /// has its own generator, so turn `k` of an episode gets the same corruption in every
-    /// configuration, however many regeneration calls came before it.
+    /// The generator of call `index` of `stream` (0: turns). Each turn has its own generator,
+    /// so turn `k` of an episode gets the same corruption in every configuration, however many
+    /// regeneration calls came before it.
     fn rng(&self, stream: u64, index: u64) -> SplitMix {
         let mut r =
             SplitMix::new(self.seed ^ (stream << 60) ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
@@ -69,8 +72,6 @@ impl ChaosModel {
             state: Mutex::new(State {
                 seed,
                 turns: 0,
-                regens: 0,
-                intended: None,
                 applied: Vec::new(),
             }),
         }
@@ -88,7 +89,6 @@ impl ChaosModel {
         let Ok(mut st) = self.state.lock() else {
             return turn.to_string();
         };
-        st.intended = Some(turn.clone());
         let mut rng = st.rng(0, st.turns);
         st.turns += 1;
         if !rng.chance(self.p) {
@@ -136,20 +136,23 @@ impl ChaosModel {
         out
     }
 
-    fn regen_answer(&self, request: &CompletionRequest) -> String {
-        let Ok(mut st) = self.state.lock() else {
-            return String::new();
-        };
-        let intended = st.intended.clone().unwrap_or_else(|| json!({}));
-        let broken = st.rng(1, st.regens).chance(self.p);
-        st.regens += 1;
-        let asks_yaml = request.messages.len() <= 2;
-        match (asks_yaml, broken) {
-            (true, false) => serde_norway::to_string(&intended).unwrap_or_default(),
-            (true, true) => "thought: [unclosed\naction: {name".to_string(),
-            (false, false) => intended.to_string(),
-            (false, true) => truncate_in_key(&intended.to_string()),
-        }
+    /// The copyist's answer to a regeneration request: the broken text it was shown (in the
+    /// first round's request, after the instruction; later, its own restatement).
+    fn regen_answer(request: &CompletionRequest) -> String {
+        let shown = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(|m| m.content.clone());
+        shown.unwrap_or_else(|| {
+            request
+                .messages
+                .iter()
+                .find(|m| m.role == Role::User)
+                .and_then(|m| m.content.split_once("\n\n").map(|(_, b)| b.to_string()))
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -203,7 +206,7 @@ impl ChatModel for ChaosModel {
             .first()
             .is_some_and(|m| m.content.starts_with(rca_llm::json::REGEN_SYSTEM));
         if is_regen {
-            let text = self.regen_answer(&request);
+            let text = Self::regen_answer(&request);
             return Ok(respond(self.model_id(), &request, text));
         }
         let inner = self.inner.complete(request.clone()).await?;
@@ -218,7 +221,7 @@ impl ChatModel for ChaosModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rca_llm::json::repair;
+    use rca_llm::json::{JsonRegen, repair};
 
     #[test]
     fn repairable_damage_is_repairable_and_truncation_is_not() {
@@ -235,5 +238,14 @@ mod tests {
         let cut = truncate_in_key(&text);
         assert!(cut.ends_with("\"act"));
         assert!(repair(&cut).is_err());
+    }
+
+    #[tokio::test]
+    async fn regeneration_is_answered_from_the_broken_text_alone() {
+        let broken = "{\"thought\": \"look\", \"act";
+        let regen = JsonRegen::default();
+        let model = ChaosModel::new(Arc::new(super::super::policy::InvestigationPolicy), 0.0, 1);
+        let err = regen.recover(&model, broken, None).await.unwrap_err();
+        assert!(matches!(err, rca_llm::json::JsonError::RegenExhausted { .. }), "{err}");
     }
 }

@@ -20,8 +20,14 @@ pub mod sim;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use rca_agents::react::{Cancellation, ErrorRules, ReactAgent, ReactConfig, ReactRun};
+use rca_agents::react::{
+    ActionMode, Cancellation, ErrorRules, ReactAgent, ReactConfig, ReactRun, Violation,
+};
+use rca_core::Usage;
+use rca_core::llm::ChatModel;
+use rca_core::trajectory::Outcome;
 use rca_llm::json::JsonRegen;
 use serde::{Deserialize, Serialize};
 
@@ -54,10 +60,68 @@ const TASK: &str = "Diagnose the incident in the simulated service graph. A diag
 pub struct StabilitySettings {
     /// Episodes per configuration.
     pub episodes: usize,
-    /// Probability that a turn is corrupted.
+    /// Probability that a turn is corrupted (the chaos mode; ignored with a real model).
     pub corruption: f64,
     /// Episode `i` uses seed `seed + i`.
     pub seed: u64,
+}
+
+/// Who writes the controller's turns.
+#[derive(Clone)]
+pub enum TurnSource {
+    /// The scripted investigation policy, each turn corrupted with probability `corruption`
+    /// (the fast offline check of the mechanism).
+    Chaos {
+        /// The corruption probability.
+        corruption: f64,
+    },
+    /// A real model: its own turns, and its own regenerations.
+    Model {
+        /// The model.
+        model: Arc<dyn ChatModel>,
+        /// Budgets of each episode.
+        budgets: EpisodeBudgets,
+        /// How the controller asks for actions.
+        action_mode: ActionMode,
+    },
+}
+
+impl std::fmt::Debug for TurnSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TurnSource::Chaos { corruption } => write!(f, "Chaos({corruption})"),
+            TurnSource::Model {
+                model,
+                budgets,
+                action_mode,
+            } => write!(
+                f,
+                "Model({}, {budgets:?}, {action_mode:?})",
+                model.model_id()
+            ),
+        }
+    }
+}
+
+/// Budgets of an episode with a real model.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeBudgets {
+    /// Steps before the episode stops (a pass needs [`DEPTH`] + 5).
+    pub max_steps: usize,
+    /// Token limit of each model turn (and of each regeneration call).
+    pub max_turn_tokens: u32,
+    /// Wall time of an episode.
+    pub wall_time: Duration,
+}
+
+impl Default for EpisodeBudgets {
+    fn default() -> Self {
+        EpisodeBudgets {
+            max_steps: 15,
+            max_turn_tokens: 128,
+            wall_time: Duration::from_secs(600),
+        }
+    }
 }
 
 /// One row of the table.
@@ -67,18 +131,47 @@ pub struct StabilityRow {
     pub config: String,
     /// Passed episodes over all episodes.
     pub pass_rate: f64,
-    /// Invalid actions over all actions.
+    /// Invalid actions over all actions, after stabilising (see [`invalid_actions`]).
     pub invalid_rate: f64,
+    /// Turns that were not a valid action as the model wrote them (they needed repair or
+    /// regeneration, or were invalid after it) over all turns: the same count in every
+    /// configuration.
+    pub turn_invalid_rate: f64,
+    /// Turns (steps) in all episodes.
+    pub turns: usize,
+    /// Turns repaired locally.
+    pub repaired: usize,
+    /// Turns sent to regeneration.
+    pub regenerated: usize,
+    /// Turns whose regeneration gave a readable turn.
+    pub regen_recovered: usize,
+    /// Turns an advisory error rule caught (repeated call, trivial expert input, premature
+    /// finalize).
+    pub rule_caught: usize,
+    /// Episodes that ended in a model or store failure.
+    pub failed: usize,
+    /// Prompt tokens of all calls (turns and regenerations).
+    pub prompt_tokens: u64,
+    /// Completion tokens of all calls.
+    pub completion_tokens: u64,
+    /// Whether any token count was estimated rather than reported by the server.
+    pub tokens_estimated: bool,
+    /// Mean wall time of an episode in seconds.
+    pub seconds_per_episode: f64,
 }
 
 /// The benchmark result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StabilityReport {
+    /// Who wrote the turns: `chaos` or the model's name.
+    pub source: String,
     /// Episodes per configuration.
     pub episodes: usize,
-    /// The corruption probability.
-    pub corruption: f64,
-    /// One row per configuration, in [`CONFIGS`] order.
+    /// The corruption probability (chaos mode only).
+    pub corruption: Option<f64>,
+    /// Per-episode budgets (real model only).
+    pub budgets: Option<EpisodeBudgets>,
+    /// One row per configuration, in the order asked.
     pub rows: Vec<StabilityRow>,
 }
 
@@ -132,74 +225,196 @@ pub fn react_config(name: &str) -> Result<ReactConfig, StabilityError> {
     Ok(c)
 }
 
+/// The controller configuration of a named row for a real model within `budgets`: the turn
+/// and regeneration token limits, the step and wall-time budgets, and the episode's seed.
+pub fn model_config(
+    name: &str,
+    budgets: &EpisodeBudgets,
+    action_mode: ActionMode,
+    seed: u64,
+) -> Result<ReactConfig, StabilityError> {
+    let mut c = react_config(name)?;
+    c.action_mode = action_mode;
+    c.max_steps = budgets.max_steps;
+    c.max_turn_tokens = Some(budgets.max_turn_tokens);
+    c.max_wall_time = Some(budgets.wall_time);
+    c.seed = Some(seed);
+    if let Some(regen) = &mut c.regen {
+        regen.max_tokens = Some(budgets.max_turn_tokens.saturating_mul(2));
+    }
+    Ok(c)
+}
+
 /// The outcome of one episode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Episode {
     /// Whether it passed.
     pub passed: bool,
-    /// Invalid actions.
+    /// Invalid actions (after stabilising).
     pub invalid: usize,
+    /// Turns that were not a valid action as written.
+    pub invalid_turns: usize,
     /// All actions (steps).
     pub actions: usize,
+    /// Wall time in seconds.
+    pub seconds: f64,
     /// The run.
     pub run: ReactRun,
 }
 
-/// Runs one episode of configuration `config`.
+/// Runs one chaos episode of configuration `config`.
 pub async fn run_episode(
     config: &ReactConfig,
     corruption: f64,
+    seed: u64,
+) -> Result<Episode, StabilityError> {
+    let model = Arc::new(ChaosModel::new(
+        Arc::new(InvestigationPolicy),
+        corruption,
+        seed,
+    ));
+    episode(config, model, seed).await
+}
+
+/// Runs configuration `config` on simulated incident `seed` with `model` writing the turns.
+pub async fn episode(
+    config: &ReactConfig,
+    model: Arc<dyn ChatModel>,
     seed: u64,
 ) -> Result<Episode, StabilityError> {
     let sim = Arc::new(SimIncident::generate(seed, DEPTH));
     let tools = sim
         .tools()
         .map_err(|e| StabilityError::Setup(e.to_string()))?;
-    let model = Arc::new(ChaosModel::new(
-        Arc::new(InvestigationPolicy),
-        corruption,
-        seed,
-    ));
     let agent = ReactAgent::new(model, tools, TASK, config.clone());
+    let started = Instant::now();
     let run = agent.run(&sim.incident(), &Cancellation::new()).await;
+    let seconds = started.elapsed().as_secs_f64();
     let passed = run
         .report
         .as_ref()
         .is_some_and(|r| sim.is_correct(r) && run.trajectory.steps.len() <= 15);
     let invalid = invalid_actions(&run, &sim);
+    let invalid_turns = invalid_turns(&run, &sim);
     Ok(Episode {
         passed,
         invalid,
+        invalid_turns,
         actions: run.trajectory.steps.len(),
+        seconds,
         run,
     })
+}
+
+/// The steps of a run that were invalid after stabilising: recorded errors, repeats of an
+/// earlier successful call, and a finalize naming the wrong root cause.
+fn invalid_steps(run: &ReactRun, sim: &SimIncident) -> Vec<bool> {
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    run.trajectory
+        .steps
+        .iter()
+        .map(|step| {
+            if step.error.is_some() {
+                return true;
+            }
+            let Some(action) = &step.action else {
+                return true;
+            };
+            if action.name == "finalize" {
+                return !run.report.as_ref().is_some_and(|r| sim.is_correct(r));
+            }
+            !seen.insert((action.name.clone(), action.args.to_string()))
+        })
+        .collect()
 }
 
 /// Invalid actions of a run: recorded errors, repeats of an earlier successful call, and a
 /// finalize naming the wrong root cause.
 pub fn invalid_actions(run: &ReactRun, sim: &SimIncident) -> usize {
-    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut invalid = 0;
-    for step in &run.trajectory.steps {
-        if step.error.is_some() {
-            invalid += 1;
-            continue;
+    invalid_steps(run, sim).into_iter().filter(|b| *b).count()
+}
+
+/// Turns that were not a valid action as the model wrote them: those invalid after
+/// stabilising, and those that became valid only by local repair or regeneration.
+pub fn invalid_turns(run: &ReactRun, sim: &SimIncident) -> usize {
+    invalid_steps(run, sim)
+        .into_iter()
+        .zip(&run.trajectory.steps)
+        .filter(|(invalid, step)| *invalid || step.repairs > 0 || step.regenerations > 0)
+        .count()
+}
+
+/// Sums episodes of one configuration into a row.
+#[derive(Debug, Default)]
+struct RowTotals {
+    episodes: usize,
+    passed: usize,
+    invalid: usize,
+    invalid_turns: usize,
+    actions: usize,
+    repaired: usize,
+    regenerated: usize,
+    regen_recovered: usize,
+    rule_caught: usize,
+    failed: usize,
+    usage: Usage,
+    seconds: f64,
+}
+
+impl RowTotals {
+    fn add(&mut self, ep: &Episode) {
+        self.episodes += 1;
+        self.passed += usize::from(ep.passed);
+        self.invalid += ep.invalid;
+        self.invalid_turns += ep.invalid_turns;
+        self.actions += ep.actions;
+        self.seconds += ep.seconds;
+        let steps = &ep.run.trajectory.steps;
+        self.repaired += steps.iter().filter(|s| s.repairs > 0).count();
+        let invalid_turn_steps: BTreeSet<usize> = ep
+            .run
+            .violations
+            .iter()
+            .filter(|v| matches!(v.violation, Violation::InvalidTurn { .. }))
+            .map(|v| v.step)
+            .collect();
+        for s in steps.iter().filter(|s| s.regenerations > 0) {
+            self.regenerated += 1;
+            self.regen_recovered += usize::from(!invalid_turn_steps.contains(&s.index));
         }
-        let Some(action) = &step.action else {
-            invalid += 1;
-            continue;
-        };
-        if action.name == "finalize" {
-            if !run.report.as_ref().is_some_and(|r| sim.is_correct(r)) {
-                invalid += 1;
-            }
-            continue;
-        }
-        if !seen.insert((action.name.clone(), action.args.to_string())) {
-            invalid += 1;
+        self.rule_caught += ep
+            .run
+            .violations
+            .iter()
+            .filter(|v| v.violation.is_advisory())
+            .count();
+        self.failed += usize::from(matches!(ep.run.trajectory.outcome, Outcome::Failed(_)));
+        self.usage.add(&ep.run.trajectory.usage);
+    }
+
+    fn row(&self, config: &str) -> StabilityRow {
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        StabilityRow {
+            config: config.to_string(),
+            pass_rate: ratio(self.passed, self.episodes),
+            invalid_rate: ratio(self.invalid, self.actions),
+            turn_invalid_rate: ratio(self.invalid_turns, self.actions),
+            turns: self.actions,
+            repaired: self.repaired,
+            regenerated: self.regenerated,
+            regen_recovered: self.regen_recovered,
+            rule_caught: self.rule_caught,
+            failed: self.failed,
+            prompt_tokens: self.usage.prompt_tokens,
+            completion_tokens: self.usage.completion_tokens,
+            tokens_estimated: self.usage.estimated,
+            seconds_per_episode: if self.episodes == 0 {
+                0.0
+            } else {
+                self.seconds / self.episodes as f64
+            },
         }
     }
-    invalid
 }
 
 /// Prompt tokens of uncorrupted runs with and without observation snapshot keys.
@@ -265,95 +480,158 @@ impl ObskComparison {
     }
 }
 
-/// Runs every configuration.
+/// The name of an action mode as the CLI spells it.
+pub fn mode_name(mode: ActionMode) -> &'static str {
+    match mode {
+        ActionMode::Auto => "auto",
+        ActionMode::JsonText => "json_text",
+        ActionMode::NativeTools => "native_tools",
+    }
+}
+
+/// Runs every configuration in chaos mode.
 pub async fn run_stability(settings: StabilitySettings) -> Result<StabilityReport, StabilityError> {
-    if settings.episodes == 0 {
+    let source = TurnSource::Chaos {
+        corruption: settings.corruption,
+    };
+    run_stability_with(&source, settings.episodes, settings.seed, &CONFIGS, |_, _, _| {}).await
+}
+
+/// Runs the named configurations with turns from `source`, episode `i` on simulated incident
+/// `seed + i` in every configuration; `progress` hears of each episode as it ends
+/// (configuration, episode index, the episode).
+pub async fn run_stability_with(
+    source: &TurnSource,
+    episodes: usize,
+    seed: u64,
+    configs: &[&str],
+    mut progress: impl FnMut(&str, usize, &Episode),
+) -> Result<StabilityReport, StabilityError> {
+    if episodes == 0 {
         return Err(StabilityError::InvalidSetting(
             "episodes must be at least 1".into(),
         ));
     }
-    if !(0.0..=1.0).contains(&settings.corruption) {
+    if configs.is_empty() {
         return Err(StabilityError::InvalidSetting(
-            "corruption must be a probability between 0 and 1".into(),
+            "at least one configuration is needed".into(),
         ));
     }
-    let mut rows = Vec::new();
-    for name in CONFIGS {
-        let config = react_config(name)?;
-        let (mut passed, mut invalid, mut actions) = (0usize, 0usize, 0usize);
-        for i in 0..settings.episodes {
-            let ep = run_episode(
-                &config,
-                settings.corruption,
-                settings.seed.wrapping_add(i as u64),
-            )
-            .await?;
-            passed += usize::from(ep.passed);
-            invalid += ep.invalid;
-            actions += ep.actions;
+    match source {
+        TurnSource::Chaos { corruption } if !(0.0..=1.0).contains(corruption) => {
+            return Err(StabilityError::InvalidSetting(
+                "corruption must be a probability between 0 and 1".into(),
+            ));
         }
-        rows.push(StabilityRow {
-            config: name.to_string(),
-            pass_rate: passed as f64 / settings.episodes as f64,
-            invalid_rate: if actions == 0 {
-                0.0
-            } else {
-                invalid as f64 / actions as f64
-            },
-        });
+        TurnSource::Model { budgets, .. } if budgets.max_steps == 0 || budgets.max_turn_tokens == 0 => {
+            return Err(StabilityError::InvalidSetting(
+                "the step and turn-token budgets must be at least 1".into(),
+            ));
+        }
+        _ => {}
     }
+    let mut rows = Vec::new();
+    for &name in configs {
+        react_config(name)?;
+        let mut totals = RowTotals::default();
+        for i in 0..episodes {
+            let s = seed.wrapping_add(i as u64);
+            let ep = match source {
+                TurnSource::Chaos { corruption } => {
+                    run_episode(&react_config(name)?, *corruption, s).await?
+                }
+                TurnSource::Model {
+                    model,
+                    budgets,
+                    action_mode,
+                } => {
+                    let config = model_config(name, budgets, *action_mode, s)?;
+                    episode(&config, Arc::clone(model), s).await?
+                }
+            };
+            progress(name, i, &ep);
+            totals.add(&ep);
+        }
+        rows.push(totals.row(name));
+    }
+    let (label, corruption, budgets) = match source {
+        TurnSource::Chaos { corruption } => ("chaos".to_string(), Some(*corruption), None),
+        TurnSource::Model {
+            model,
+            budgets,
+            action_mode,
+        } => (
+            format!("{} ({})", model.model_id(), mode_name(*action_mode)),
+            None,
+            Some(*budgets),
+        ),
+    };
     Ok(StabilityReport {
-        episodes: settings.episodes,
-        corruption: settings.corruption,
+        source: label,
+        episodes,
+        corruption,
+        budgets,
         rows,
     })
 }
 
 impl StabilityReport {
-    /// `{"episodes": N, "corruption": P, "rows": [{"config": "all", "pass_rate": x,
-    /// "invalid_rate": y}, ...]}` on one line.
+    /// The report as one line of JSON.
     pub fn to_json_line(&self) -> String {
-        let num = |x: f64| {
-            serde_json::Number::from_f64(x)
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "null".into())
-        };
-        let rows: Vec<String> = self
-            .rows
-            .iter()
-            .map(|r| {
-                format!(
-                    "{{\"config\": {}, \"pass_rate\": {}, \"invalid_rate\": {}}}",
-                    serde_json::Value::String(r.config.clone()),
-                    num(r.pass_rate),
-                    num(r.invalid_rate)
-                )
-            })
-            .collect();
-        format!(
-            "{{\"episodes\": {}, \"corruption\": {}, \"rows\": [{}]}}",
-            self.episodes,
-            num(self.corruption),
-            rows.join(", ")
-        )
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
     /// The Markdown table for docs/benchmarks.md.
     pub fn markdown(&self) -> String {
-        let mut out = format!(
-            "Stability of the RCAgent controller (shape of RCAgent Table 4): {} seeded episodes \
-             per configuration, each model turn corrupted with probability {} (broken JSON, \
-             unknown tool, repeated call, premature finalize, evenly). Simulated incidents with \
-             a known root cause {} hops below the alerting component; a scripted deterministic \
-             investigation policy plays the model.\n\n\
-             | configuration | pass rate | invalid-action rate |\n|---|---|---|\n",
-            self.episodes, self.corruption, DEPTH
+        let mut out = match (self.corruption, &self.budgets) {
+            (Some(p), _) => format!(
+                "Chaos mode: a scripted deterministic investigation policy writes the turns and \
+                 each is corrupted with probability {p} (broken JSON, unknown tool, repeated call, \
+                 premature finalize, evenly); regeneration is answered by a copyist that sees only \
+                 the broken text. {} seeded episodes per configuration on simulated incidents with \
+                 a known root cause {DEPTH} hops below the alerting component. This demonstrates \
+                 the mechanism of each stabiliser: its figures follow from the corruption mix, and \
+                 it measures nothing about a model.\n\n",
+                self.episodes
+            ),
+            (None, Some(b)) => format!(
+                "Real turns: `{}` writes every turn and every regeneration; {} episodes per \
+                 configuration (episode i on simulated incident i, seeded), at most {} steps, {} \
+                 tokens per turn, {} s per episode. Token counts are the server's.\n\n",
+                self.source,
+                self.episodes,
+                b.max_steps,
+                b.max_turn_tokens,
+                b.wall_time.as_secs()
+            ),
+            (None, None) => String::new(),
+        };
+        out.push_str(
+            "| configuration | pass rate | invalid-action rate | invalid turns as written | \
+             turns | repaired | regenerated (recovered) | rule-caught | failed | prompt tokens | \
+             completion tokens | s / episode |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         for r in &self.rows {
             out.push_str(&format!(
-                "| {} | {:.4} | {:.4} |\n",
-                r.config, r.pass_rate, r.invalid_rate
+                "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.1} |\n",
+                r.config,
+                r.pass_rate,
+                r.invalid_rate,
+                r.turn_invalid_rate,
+                r.turns,
+                r.repaired,
+                r.regenerated,
+                r.regen_recovered,
+                r.rule_caught,
+                r.failed,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.seconds_per_episode
             ));
+        }
+        if self.rows.iter().any(|r| r.tokens_estimated) {
+            out.push_str("\nToken counts are estimates (the turns' writer reports none).\n");
         }
         out
     }
@@ -418,18 +696,31 @@ mod tests {
             corruption: 0.3,
             seed: 1,
         };
-        let a = run_stability(s).await.unwrap();
-        let b = run_stability(s).await.unwrap();
+        let untimed = |mut r: StabilityReport| {
+            for row in &mut r.rows {
+                row.seconds_per_episode = 0.0;
+            }
+            r
+        };
+        let a = untimed(run_stability(s).await.unwrap());
+        let b = untimed(run_stability(s).await.unwrap());
         assert_eq!(a, b);
         assert_eq!(a.rows.len(), 5);
         let line = a.to_json_line();
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["episodes"], 30);
+        assert_eq!(v["source"], "chaos");
         assert_eq!(v["rows"][0]["config"], "all");
-        assert!(line.starts_with(
-            "{\"episodes\": 30, \"corruption\": 0.3, \"rows\": [{\"config\": \"all\""
-        ));
         assert!(a.markdown().contains("| none |"));
+        // Every turn counted invalid after stabilising was invalid as written too; repairs
+        // make the written count higher where repair is on.
+        for r in &a.rows {
+            assert!(r.turn_invalid_rate >= r.invalid_rate, "{r:?}");
+            assert!(r.regen_recovered <= r.regenerated);
+        }
+        let all = &a.rows[0];
+        assert!(all.repaired > 0 && all.rule_caught > 0, "{all:?}");
+        assert_eq!(a.rows[4].rule_caught, 0, "no rules in `none`");
         assert!(
             run_stability(StabilitySettings { episodes: 0, ..s })
                 .await
