@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use rca_agents::react::ActionMode;
 use rca_core::llm::ChatModel;
 use rca_eval::model_runs::{RunBudgets, provenance_from_env};
-use rca_agents::react::ActionMode;
 use rca_eval::stability::{
-    CONFIGS, EpisodeBudgets, StabilityReport, TurnSource, mode_name, obsk_comparison,
-    run_stability_with,
+    CONFIGS, EpisodeBudgets, TurnSource, mode_name, obsk_comparison, run_stability_with,
 };
 use rca_llm::{OpenAiClient, OpenAiConfig, RecordingModel, ReplayModel};
 
@@ -46,7 +45,7 @@ pub struct StabilityArgs {
     /// The model name on that server (`RCA_LLM_MODEL` when only `--model-url` is given).
     #[arg(long)]
     pub model: Option<String>,
-    /// Record each configuration's calls into `DIR/stability-<mode>-<configuration>.json`.
+    /// Record the calls into `DIR/stability-<mode>.json`.
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
     pub record: Option<PathBuf>,
     /// Replay the recordings in `DIR` instead of asking a server.
@@ -117,8 +116,8 @@ async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
     let source = TurnSource::Chaos {
         corruption: args.corruption,
     };
-    let report = run_stability_with(&source, episodes, args.seed, &configs(&args), |_, _, _| {})
-        .await?;
+    let report =
+        run_stability_with(&source, episodes, args.seed, &configs(&args), |_, _, _| {}).await?;
     if args.json {
         println!("{}", report.to_json_line());
         if args.write_docs.is_none() {
@@ -145,8 +144,7 @@ async fn stability(args: StabilityArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The stability benchmark on real turns: one model (live, recorded or replayed) per
-/// configuration, so each configuration's calls go to their own cassette.
+/// The stability benchmark on real turns, with a live, recorded or replayed model.
 async fn stability_on_model(args: StabilityArgs) -> anyhow::Result<()> {
     let episodes = args.episodes.unwrap_or(30);
     let budgets = EpisodeBudgets {
@@ -177,53 +175,40 @@ async fn stability_on_model(args: StabilityArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let mut rows = Vec::new();
-    let mut source_name = String::new();
-    for name in configs(&args) {
-        let cassette = format!("stability-{}-{name}.json", mode_name(args.action_mode));
-        let model: Arc<dyn ChatModel> = match (&args.replay, &live, &args.record) {
-            (Some(dir), _, _) => {
-                let path = dir.join(&cassette);
-                Arc::new(
-                    ReplayModel::open(&path)
-                        .with_context(|| format!("cannot replay {}", path.display()))?,
-                )
+    let cassette = format!("stability-{}.json", mode_name(args.action_mode));
+    let model: Arc<dyn ChatModel> = match (&args.replay, &live, &args.record) {
+        (Some(dir), _, _) => {
+            let path = dir.join(&cassette);
+            Arc::new(
+                ReplayModel::open(&path)
+                    .with_context(|| format!("cannot replay {}", path.display()))?,
+            )
+        }
+        (None, Some(client), Some(dir)) => {
+            let mut rec = RecordingModel::create(client.clone(), dir.join(&cassette));
+            if let Some(p) = &provenance {
+                rec = rec.with_provenance(p.clone());
             }
-            (None, Some(client), Some(dir)) => {
-                let mut rec = RecordingModel::create(client.clone(), dir.join(&cassette));
-                if let Some(p) = &provenance {
-                    rec = rec.with_provenance(p.clone());
-                }
-                Arc::new(rec)
-            }
-            (None, Some(client), None) => Arc::new(client.clone()),
-            (None, None, _) => anyhow::bail!("no model: pass --model-url or --replay"),
-        };
-        source_name = model.model_id().to_string();
-        let source = TurnSource::Model {
-            model,
-            budgets,
-            action_mode: args.action_mode,
-        };
-        let report = run_stability_with(&source, episodes, args.seed, &[name], |c, i, ep| {
-            eprintln!(
-                "{c} #{i}: {} steps, {} invalid turns as written, {}, {:.1} s",
-                ep.actions,
-                ep.invalid_turns,
-                if ep.passed { "passed" } else { "failed" },
-                ep.seconds
-            );
-        })
-        .await?;
-        rows.extend(report.rows);
-    }
-    let report = StabilityReport {
-        source: source_name,
-        episodes,
-        corruption: None,
-        budgets: Some(budgets),
-        rows,
+            Arc::new(rec)
+        }
+        (None, Some(client), None) => Arc::new(client.clone()),
+        (None, None, _) => anyhow::bail!("no model: pass --model-url or --replay"),
     };
+    let source = TurnSource::Model {
+        model,
+        budgets,
+        action_mode: args.action_mode,
+    };
+    let report = run_stability_with(&source, episodes, args.seed, &configs(&args), |c, i, ep| {
+        eprintln!(
+            "{c} #{i}: {} steps, {} invalid turns as written, {}, {:.1} s",
+            ep.actions,
+            ep.invalid_turns,
+            if ep.passed { "passed" } else { "failed" },
+            ep.seconds
+        );
+    })
+    .await?;
     if args.json {
         println!("{}", report.to_json_line());
     } else {
@@ -239,9 +224,10 @@ async fn stability_on_model(args: StabilityArgs) -> anyhow::Result<()> {
         );
         match (&args.replay, &args.record) {
             (Some(dir), _) => command.push_str(&format!(" --replay {}", dir.display())),
-            (None, Some(dir)) => {
-                command.push_str(&format!(" --model-url URL --model NAME --record {}", dir.display()))
-            }
+            (None, Some(dir)) => command.push_str(&format!(
+                " --model-url URL --model NAME --record {}",
+                dir.display()
+            )),
             (None, None) => command.push_str(" --model-url URL --model NAME"),
         }
         if !args.configs.is_empty() {

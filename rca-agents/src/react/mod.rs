@@ -18,7 +18,9 @@ mod turn;
 pub use ask::{ActionMode, ReactEvent, RunObserver};
 pub use finalize::{FINALIZE, FinalizeArgs, finalize_spec};
 pub use obsk::{Obsk, ObskTokens, cut as obsk_cut, measure_prompt_tokens};
-pub use prompt::{FRAMEWORK_RULES, NATIVE_RULES, incident_message, native_system_prompt, system_prompt};
+pub use prompt::{
+    FRAMEWORK_RULES, NATIVE_RULES, incident_message, native_system_prompt, system_prompt,
+};
 pub use rules::{ErrorRules, Violation, input_chars};
 pub use turn::{TURN_SHAPE, Turn, parse_turn, render_turn};
 
@@ -890,7 +892,11 @@ fn strict(raw: &str) -> Result<rca_llm::json::Repaired, JsonError> {
 fn state_thought(rendered: &str) -> String {
     serde_json::from_str::<serde_json::Value>(rendered)
         .ok()
-        .and_then(|v| v.get("thought").and_then(|t| t.as_str()).map(str::to_string))
+        .and_then(|v| {
+            v.get("thought")
+                .and_then(|t| t.as_str())
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| rendered.to_string())
 }
 

@@ -480,8 +480,7 @@ fn finalize_args() -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn native_tool_calls_with_empty_text_are_valid_turns_and_results_go_back_as_tool_messages()
-{
+async fn native_tool_calls_with_empty_text_are_valid_turns_and_results_go_back_as_tool_messages() {
     let caps = rca_core::llm::Capabilities {
         tool_calls: true,
         ..Default::default()
@@ -508,7 +507,12 @@ async fn native_tool_calls_with_empty_text_are_valid_turns_and_results_go_back_a
     // Tools travel with the request, without annotations; the prompt lists them in one line.
     let names: Vec<&str> = reqs[0].tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["logs", "log_expert", "finalize"]);
-    assert!(!reqs[0].tools[2].parameters.to_string().contains("description"));
+    assert!(
+        !reqs[0].tools[2]
+            .parameters
+            .to_string()
+            .contains("description")
+    );
     assert_eq!(reqs[0].tool_choice, ToolChoice::Auto);
     assert!(reqs[0].messages[0].content.contains("- logs: Reads"));
     // The second request holds the call and its result as a tool message.

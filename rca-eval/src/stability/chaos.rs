@@ -246,6 +246,9 @@ mod tests {
         let regen = JsonRegen::default();
         let model = ChaosModel::new(Arc::new(super::super::policy::InvestigationPolicy), 0.0, 1);
         let err = regen.recover(&model, broken, None).await.unwrap_err();
-        assert!(matches!(err, rca_llm::json::JsonError::RegenExhausted { .. }), "{err}");
+        assert!(
+            matches!(err, rca_llm::json::JsonError::RegenExhausted { .. }),
+            "{err}"
+        );
     }
 }

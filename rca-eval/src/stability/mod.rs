@@ -16,6 +16,7 @@
 
 pub mod chaos;
 pub mod policy;
+pub mod shared;
 pub mod sim;
 
 use std::collections::BTreeSet;
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use chaos::ChaosModel;
 use policy::InvestigationPolicy;
+use shared::SharedAnswers;
 use sim::SimIncident;
 
 /// The configurations, in report order.
@@ -173,6 +175,10 @@ pub struct StabilityReport {
     pub budgets: Option<EpisodeBudgets>,
     /// One row per configuration, in the order asked.
     pub rows: Vec<StabilityRow>,
+    /// Requests answered from the model's earlier answer to the same greedy request within
+    /// the episode (real model only).
+    #[serde(default)]
+    pub shared_answers: Option<u64>,
 }
 
 /// Why the benchmark could not run.
@@ -494,7 +500,14 @@ pub async fn run_stability(settings: StabilitySettings) -> Result<StabilityRepor
     let source = TurnSource::Chaos {
         corruption: settings.corruption,
     };
-    run_stability_with(&source, settings.episodes, settings.seed, &CONFIGS, |_, _, _| {}).await
+    run_stability_with(
+        &source,
+        settings.episodes,
+        settings.seed,
+        &CONFIGS,
+        |_, _, _| {},
+    )
+    .await
 }
 
 /// Runs the named configurations with turns from `source`, episode `i` on simulated incident
@@ -523,37 +536,61 @@ pub async fn run_stability_with(
                 "corruption must be a probability between 0 and 1".into(),
             ));
         }
-        TurnSource::Model { budgets, .. } if budgets.max_steps == 0 || budgets.max_turn_tokens == 0 => {
+        TurnSource::Model { budgets, .. }
+            if budgets.max_steps == 0 || budgets.max_turn_tokens == 0 =>
+        {
             return Err(StabilityError::InvalidSetting(
                 "the step and turn-token budgets must be at least 1".into(),
             ));
         }
         _ => {}
     }
-    let mut rows = Vec::new();
     for &name in configs {
         react_config(name)?;
-        let mut totals = RowTotals::default();
-        for i in 0..episodes {
-            let s = seed.wrapping_add(i as u64);
-            let ep = match source {
-                TurnSource::Chaos { corruption } => {
+    }
+    // Episode-major: the configurations of one episode run one after the other, so a real
+    // model's greedy answers are shared between them and forgotten after the episode.
+    let shared = match source {
+        TurnSource::Model { model, .. } => Some(Arc::new(SharedAnswers::new(Arc::clone(model)))),
+        TurnSource::Chaos { .. } => None,
+    };
+    let mut totals: Vec<RowTotals> = configs.iter().map(|_| RowTotals::default()).collect();
+    for i in 0..episodes {
+        let s = seed.wrapping_add(i as u64);
+        if let Some(shared) = &shared {
+            shared.clear();
+        }
+        for (&name, total) in configs.iter().zip(totals.iter_mut()) {
+            let ep = match (source, &shared) {
+                (
+                    TurnSource::Model {
+                        budgets,
+                        action_mode,
+                        ..
+                    },
+                    Some(shared),
+                ) => {
+                    let config = model_config(name, budgets, *action_mode, s)?;
+                    let model: Arc<dyn ChatModel> = Arc::clone(shared) as Arc<dyn ChatModel>;
+                    episode(&config, model, s).await?
+                }
+                (TurnSource::Chaos { corruption }, _) => {
                     run_episode(&react_config(name)?, *corruption, s).await?
                 }
-                TurnSource::Model {
-                    model,
-                    budgets,
-                    action_mode,
-                } => {
-                    let config = model_config(name, budgets, *action_mode, s)?;
-                    episode(&config, Arc::clone(model), s).await?
+                (TurnSource::Model { .. }, None) => {
+                    return Err(StabilityError::Setup("no model".into()));
                 }
             };
             progress(name, i, &ep);
-            totals.add(&ep);
+            total.add(&ep);
         }
-        rows.push(totals.row(name));
     }
+    let rows = configs
+        .iter()
+        .zip(&totals)
+        .map(|(name, t)| t.row(name))
+        .collect();
+    let shared_answers = shared.as_ref().map(|s| s.hits());
     let (label, corruption, budgets) = match source {
         TurnSource::Chaos { corruption } => ("chaos".to_string(), Some(*corruption), None),
         TurnSource::Model {
@@ -572,6 +609,7 @@ pub async fn run_stability_with(
         corruption,
         budgets,
         rows,
+        shared_answers,
     })
 }
 
@@ -597,12 +635,17 @@ impl StabilityReport {
             (None, Some(b)) => format!(
                 "Real turns: `{}` writes every turn and every regeneration; {} episodes per \
                  configuration (episode i on simulated incident i, seeded), at most {} steps, {} \
-                 tokens per turn, {} s per episode. Token counts are the server's.\n\n",
+                 tokens per turn, {} s per episode; temperature 0. Token counts are the server's. \
+                 The configurations of an episode share the model's answer to a request they \
+                 send alike ({} requests answered so), so prompt and completion tokens count \
+                 what each configuration asked for, and s / episode is the wall time with that \
+                 sharing.\n\n",
                 self.source,
                 self.episodes,
                 b.max_steps,
                 b.max_turn_tokens,
-                b.wall_time.as_secs()
+                b.wall_time.as_secs(),
+                self.shared_answers.unwrap_or(0)
             ),
             (None, None) => String::new(),
         };
