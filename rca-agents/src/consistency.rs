@@ -116,6 +116,64 @@ impl Aggregator for LlmMerge {
     }
 }
 
+/// How a configured self-consistency aggregates its samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregation {
+    /// [`EmbeddingVote`] with the controller's embedder.
+    #[default]
+    EmbeddingVote,
+    /// [`LlmMerge`] with the controller's model.
+    ModelMerge,
+}
+
+/// Self-consistency as part of the controller's configuration
+/// ([`crate::react::ReactConfig::self_consistency`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SelfConsistency {
+    /// One greedy run.
+    #[default]
+    Off,
+    /// Text SC of the final answer: `k` samples of the finalizing turn (the same prompt as
+    /// the greedy run's `finalize`), their root causes and solutions aggregated.
+    Text {
+        /// How samples are drawn.
+        sampling: SamplingConfig,
+        /// How they are aggregated.
+        aggregation: Aggregation,
+    },
+    /// Trajectory SC ([`TrajectoryConsistency`]): `k` continuations from the greedy prefix
+    /// before finalizing.
+    Trajectory {
+        /// How samples are drawn.
+        sampling: SamplingConfig,
+        /// Discard, before they act, samples that would not finalize where the greedy run did.
+        stepwise: bool,
+        /// How they are aggregated.
+        aggregation: Aggregation,
+    },
+}
+
+/// What self-consistency did in a run ([`crate::react::ReactRun::consistency`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsistencySummary {
+    /// `text`, `trajectory` or `trajectory-stepwise`.
+    pub kind: String,
+    /// Samples drawn.
+    pub samples: usize,
+    /// Samples whose reports were aggregated.
+    pub kept: usize,
+    /// The greedy run's root cause.
+    pub greedy_root_cause: Option<String>,
+    /// Whether the aggregated root cause differs from the greedy one.
+    pub changed: bool,
+    /// Tokens the samples spent beyond the greedy run.
+    pub extra_usage: Usage,
+    /// Why the greedy report was kept although samples were drawn, if aggregation failed.
+    pub aggregation_error: Option<String>,
+}
+
 /// How samples are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SamplingConfig {
@@ -143,6 +201,9 @@ impl Default for SamplingConfig {
 /// The result of text self-consistency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextConsistency {
+    /// Tokens of every sample.
+    #[serde(default)]
+    pub usage: Usage,
     /// The sampled answers, by sample index (failed samples are left out).
     pub candidates: Vec<String>,
     /// Samples that failed, with their errors.
@@ -160,28 +221,34 @@ pub async fn text_self_consistency(
     sampling: &SamplingConfig,
     aggregator: &dyn Aggregator,
 ) -> Result<TextConsistency, AggregateError> {
-    let mut results: Vec<(usize, Result<String, LlmError>)> = futures::stream::iter(0..sampling.k)
-        .map(|i| {
-            let mut req = request.clone();
-            req.n = 1;
-            req.temperature = Some(sampling.temperature);
-            req.seed = Some(sampling.base_seed.wrapping_add(i as u64));
-            async move { (i, model.complete(req).await.map(|r| r.text().to_string())) }
-        })
-        .buffer_unordered(sampling.concurrency.max(1))
-        .collect()
-        .await;
+    let mut results: Vec<(usize, Result<rca_core::CompletionResponse, LlmError>)> =
+        futures::stream::iter(0..sampling.k)
+            .map(|i| {
+                let mut req = request.clone();
+                req.n = 1;
+                req.temperature = Some(sampling.temperature);
+                req.seed = Some(sampling.base_seed.wrapping_add(i as u64));
+                async move { (i, model.complete(req).await) }
+            })
+            .buffer_unordered(sampling.concurrency.max(1))
+            .collect()
+            .await;
     results.sort_by_key(|(i, _)| *i);
     let mut candidates = Vec::new();
     let mut failures = Vec::new();
+    let mut usage = Usage::default();
     for (i, r) in results {
         match r {
-            Ok(t) => candidates.push(t),
+            Ok(resp) => {
+                usage.add(&resp.usage);
+                candidates.push(resp.text().to_string());
+            }
             Err(e) => failures.push((i, e.to_string())),
         }
     }
     let agg = aggregator.aggregate(&candidates).await?;
     Ok(TextConsistency {
+        usage,
         candidates,
         failures,
         answer: agg.text,
@@ -257,6 +324,7 @@ impl TrajectoryConsistency {
                     temperature: Some(self.sampling.temperature),
                     seed: Some(self.sampling.base_seed.wrapping_add(i as u64)),
                     branch_at: prefix_steps,
+                    finalize_only: self.stepwise,
                 };
                 async move {
                     let end = agent.drive(&mut s, sampling, false, cancel).await;
@@ -311,13 +379,25 @@ impl TrajectoryConsistency {
         &self,
         reports: &[&DiagnosisReport],
     ) -> Result<Option<DiagnosisReport>, AggregateError> {
+        combine_reports(self.aggregator.as_ref(), reports).await
+    }
+}
+
+/// One report from several: root causes and solutions aggregated by `aggregator`, the
+/// responsibility by majority, the confidence averaged; the rest from the report whose root
+/// cause was chosen (the first when the aggregator merged).
+async fn combine_reports(
+    aggregator: &dyn Aggregator,
+    reports: &[&DiagnosisReport],
+) -> Result<Option<DiagnosisReport>, AggregateError> {
+    {
         let Some(first) = reports.first() else {
             return Ok(None);
         };
         let roots: Vec<String> = reports.iter().map(|r| r.root_cause.clone()).collect();
         let solutions: Vec<String> = reports.iter().map(|r| r.solution.clone()).collect();
-        let root = self.aggregator.aggregate(&roots).await?;
-        let solution = self.aggregator.aggregate(&solutions).await?;
+        let root = aggregator.aggregate(&roots).await?;
+        let solution = aggregator.aggregate(&solutions).await?;
         let base = root
             .chosen
             .and_then(|i| reports.get(i))
@@ -331,6 +411,141 @@ impl TrajectoryConsistency {
             confidence,
             ..(*base).clone()
         }))
+    }
+}
+
+impl ReactAgent {
+    /// The aggregator of a configured self-consistency.
+    fn aggregator(&self, aggregation: Aggregation) -> Arc<dyn Aggregator> {
+        match aggregation {
+            Aggregation::EmbeddingVote => Arc::new(EmbeddingVote::new(Arc::clone(self.embedder()))),
+            Aggregation::ModelMerge => Arc::new(LlmMerge::new(Arc::clone(self.model()))),
+        }
+    }
+
+    /// Runs with the configured self-consistency (`Off` is a plain greedy run).
+    pub(crate) async fn run_configured(
+        &self,
+        incident: &Incident,
+        cancel: &Cancellation,
+    ) -> ReactRun {
+        match self.config().self_consistency {
+            SelfConsistency::Off => {
+                let mut state = self.start(incident);
+                let end = self.drive(&mut state, self.greedy(), false, cancel).await;
+                self.finish(state, end)
+            }
+            SelfConsistency::Trajectory {
+                sampling,
+                stepwise,
+                aggregation,
+            } => {
+                let tsc = TrajectoryConsistency {
+                    sampling,
+                    stepwise,
+                    aggregator: self.aggregator(aggregation),
+                };
+                let out = tsc.run(self, incident, cancel).await;
+                let greedy_root = out.greedy.report.as_ref().map(|r| r.root_cause.clone());
+                let summary = ConsistencySummary {
+                    kind: if stepwise {
+                        "trajectory-stepwise"
+                    } else {
+                        "trajectory"
+                    }
+                    .into(),
+                    samples: out.samples.len(),
+                    kept: out.kept.len(),
+                    changed: out.report.as_ref().map(|r| &r.root_cause) != greedy_root.as_ref(),
+                    greedy_root_cause: greedy_root,
+                    extra_usage: Usage {
+                        prompt_tokens: out.usage.prompt_tokens
+                            - out.greedy.trajectory.usage.prompt_tokens,
+                        completion_tokens: out.usage.completion_tokens
+                            - out.greedy.trajectory.usage.completion_tokens,
+                        estimated: out.usage.estimated,
+                    },
+                    aggregation_error: out.aggregation_error.clone(),
+                };
+                ReactRun {
+                    report: out.report,
+                    consistency: Some(summary),
+                    ..out.greedy
+                }
+            }
+            SelfConsistency::Text {
+                sampling,
+                aggregation,
+            } => {
+                self.run_text_consistent(incident, cancel, sampling, aggregation)
+                    .await
+            }
+        }
+    }
+
+    /// Text SC of the final answer: the greedy run up to its `finalize`, then `k` samples of
+    /// that turn, whose valid `finalize` answers are combined.
+    async fn run_text_consistent(
+        &self,
+        incident: &Incident,
+        cancel: &Cancellation,
+        sampling: SamplingConfig,
+        aggregation: Aggregation,
+    ) -> ReactRun {
+        let mut state = self.start(incident);
+        let end = self.drive(&mut state, self.greedy(), true, cancel).await;
+        let DriveEnd::AboutToFinalize(prefix, report) = end else {
+            return self.finish(state, end);
+        };
+        let greedy = self.finish(state, DriveEnd::Finalized(report));
+        let mut request = CompletionRequest::new(prefix.messages.clone()).json();
+        request.max_tokens = self.config().max_turn_tokens;
+        let vote = EmbeddingVote::new(Arc::clone(self.embedder()));
+        let samples = text_self_consistency(self.model().as_ref(), &request, &sampling, &vote)
+            .await
+            .ok();
+        let reports: Vec<DiagnosisReport> = samples
+            .iter()
+            .flat_map(|s| s.candidates.iter())
+            .filter_map(|text| {
+                let value = rca_llm::json::repair(text).ok()?.value;
+                let turn = crate::react::parse_turn(&value).ok()?;
+                (turn.action.name == crate::react::FINALIZE).then_some(())?;
+                let args = crate::react::FinalizeArgs::parse(&turn.action.args).ok()?;
+                Some(args.into_report(&prefix.evidence, incident.detected_at))
+            })
+            .collect();
+        let refs: Vec<&DiagnosisReport> = reports.iter().collect();
+        let aggregator = self.aggregator(aggregation);
+        let (combined, error) = match combine_reports(aggregator.as_ref(), &refs).await {
+            Ok(r) => (r, None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let extra = samples.as_ref().map(|s| s.usage).unwrap_or_default();
+        let greedy_root = greedy.report.as_ref().map(|r| r.root_cause.clone());
+        let report = combined
+            .map(|mut r| {
+                let mut usage = greedy.trajectory.usage;
+                usage.add(&extra);
+                r.usage = usage;
+                r.elapsed_ms = greedy.trajectory.elapsed_ms;
+                r
+            })
+            .or_else(|| greedy.report.clone());
+        let summary = ConsistencySummary {
+            kind: "text".into(),
+            samples: sampling.k,
+            kept: reports.len(),
+            changed: report.as_ref().map(|r| &r.root_cause) != greedy_root.as_ref(),
+            greedy_root_cause: greedy_root,
+            extra_usage: extra,
+            aggregation_error: error,
+        };
+        ReactRun {
+            report,
+            consistency: Some(summary),
+            ..greedy
+        }
     }
 }
 

@@ -89,6 +89,10 @@ pub enum Outcome {
     Cancelled,
     /// The model failed beyond recovery; the message says how.
     Failed(String),
+    /// A self-consistency sample stopped before it spent a tool call, because it would not
+    /// finalize where the greedy run did (step-wise filtering); the message says what it
+    /// would have called.
+    Discarded(String),
 }
 
 /// The record of a whole run.

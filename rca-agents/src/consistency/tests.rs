@@ -222,8 +222,32 @@ async fn tsc_is_deterministic_and_seeds_samples() {
     let reqs = seed10.requests();
     assert_eq!(reqs[0].seed, Some(10));
     assert_eq!(reqs[0].temperature, Some(0.7));
+    // Step-wise: sample 13 would call a tool where the greedy run finalized, so it is
+    // discarded after its one turn, before the tool runs or a second turn is asked for.
     let reqs = seed13.requests();
-    assert_eq!(reqs[1].seed, Some(13 + (1 << 32)));
+    assert_eq!(reqs.len(), 1);
+    let discarded = &a.samples[3];
+    assert!(
+        matches!(&discarded.trajectory.outcome, Outcome::Discarded(why) if why.contains("would call")),
+        "{:?}",
+        discarded.trajectory.outcome
+    );
+    assert!(
+        discarded
+            .trajectory
+            .steps
+            .last()
+            .unwrap()
+            .observation
+            .is_none()
+    );
+    // Without the filter it goes on, its later turns seeded by step.
+    let m = model();
+    let seed13 = m.by_seed[&13].clone();
+    tsc(false)
+        .run(&agent(m), &incident(), &Cancellation::new())
+        .await;
+    assert_eq!(seed13.requests()[1].seed, Some(13 + (1 << 32)));
 }
 
 #[tokio::test]
@@ -289,4 +313,102 @@ async fn text_sc_votes_and_merges() {
         vote.aggregate(&[]).await,
         Err(AggregateError::Empty)
     ));
+}
+
+fn configured(m: ScriptedBySeed, sc: SelfConsistency) -> ReactAgent {
+    let mut tools = ToolRegistry::new();
+    tools.register_typed(Probe).unwrap();
+    let cfg = ReactConfig {
+        rules: ErrorRules {
+            min_observations: 1,
+            ..ErrorRules::default()
+        },
+        self_consistency: sc,
+        ..ReactConfig::default()
+    };
+    ReactAgent::new(Arc::new(m), tools, "", cfg).with_embedder(Arc::new(Words))
+}
+
+#[tokio::test]
+async fn self_consistency_is_part_of_the_controller_configuration() {
+    let sampling = tsc(true).sampling;
+    let agent = configured(
+        model(),
+        SelfConsistency::Trajectory {
+            sampling,
+            stepwise: true,
+            aggregation: Aggregation::EmbeddingVote,
+        },
+    );
+    let run = agent.run(&incident(), &Cancellation::new()).await;
+    let direct = tsc(true)
+        .run(&self::agent(model()), &incident(), &Cancellation::new())
+        .await;
+    let summary = run.consistency.clone().unwrap();
+    assert_eq!(summary.kind, "trajectory-stepwise");
+    assert_eq!((summary.samples, summary.kept), (4, 3));
+    assert_eq!(
+        run.report.as_ref().map(|r| &r.root_cause),
+        direct.report.as_ref().map(|r| &r.root_cause)
+    );
+    assert!(summary.extra_usage.total() > 0);
+    // The configuration round-trips through serde (a host's config file).
+    let json = serde_json::to_value(agent.config()).unwrap();
+    assert_eq!(json["self_consistency"]["kind"], "trajectory");
+    let back: ReactConfig = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, agent.config());
+}
+
+#[tokio::test]
+async fn text_consistency_samples_the_finalizing_turn_and_can_change_the_answer() {
+    // The greedy run finalizes with a minority answer; three of four samples of the same
+    // finalizing prompt agree on another.
+    let s = |name: &str, turns: Vec<String>| ScriptedModel::from_texts(name, turns);
+    let m = ScriptedBySeed {
+        greedy: s(
+            "scripted-text-sc-greedy",
+            vec![probe("db"), finalize("network loss", "infrastructure")],
+        ),
+        by_seed: BTreeMap::from([
+            (
+                10,
+                s(
+                    "scripted-text-sc-10",
+                    vec![finalize("db disk full", "platform")],
+                ),
+            ),
+            (
+                11,
+                s(
+                    "scripted-text-sc-11",
+                    vec![finalize("db disk is full", "platform")],
+                ),
+            ),
+            (12, s("scripted-text-sc-12", vec![probe("x")])),
+            (
+                13,
+                s(
+                    "scripted-text-sc-13",
+                    vec![finalize("disk full on db", "platform")],
+                ),
+            ),
+        ]),
+    };
+    let agent = configured(
+        m,
+        SelfConsistency::Text {
+            sampling: tsc(true).sampling,
+            aggregation: Aggregation::EmbeddingVote,
+        },
+    );
+    let run = agent.run(&incident(), &Cancellation::new()).await;
+    let summary = run.consistency.clone().unwrap();
+    assert_eq!(summary.kind, "text");
+    assert_eq!(summary.kept, 3, "the probe sample is not a finalize");
+    assert!(summary.changed);
+    assert_eq!(summary.greedy_root_cause.as_deref(), Some("network loss"));
+    let report = run.report.unwrap();
+    assert!(report.root_cause.contains("disk"), "{}", report.root_cause);
+    assert_eq!(report.responsibility, Responsibility::Platform);
+    assert!(report.usage.total() > run.trajectory.usage.total());
 }

@@ -38,8 +38,11 @@ use rca_core::{ToolError, Usage};
 use rca_llm::json::{JsonError, JsonRegen, repair, sanitize_for_prompt};
 use serde::{Deserialize, Serialize};
 
+use crate::consistency::{ConsistencySummary, SelfConsistency};
 use crate::memory::InMemorySnapshotStore;
 use ask::{ModelTurn, TurnForm};
+use rca_core::embed::Embedder;
+use rca_llm::HashingEmbedder;
 
 /// Settings of the controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +73,9 @@ pub struct ReactConfig {
     /// How the model is asked for its action (JSON in text or native tool calls).
     #[serde(default)]
     pub action_mode: ActionMode,
+    /// Self-consistency over the final answer's text or over trajectories (off by default).
+    #[serde(default)]
+    pub self_consistency: SelfConsistency,
 }
 
 impl Default for ReactConfig {
@@ -87,6 +93,7 @@ impl Default for ReactConfig {
             seed: None,
             max_turn_tokens: None,
             action_mode: ActionMode::Auto,
+            self_consistency: SelfConsistency::Off,
         }
     }
 }
@@ -121,6 +128,9 @@ pub struct ReactRun {
     /// The mistakes the controller caught, by step.
     #[serde(default)]
     pub violations: Vec<CaughtViolation>,
+    /// What self-consistency did, when it is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<ConsistencySummary>,
 }
 
 /// A mistake caught at one step of a run.
@@ -151,6 +161,9 @@ pub(crate) struct Sampling {
     pub seed: Option<u64>,
     /// The step this decoding starts at (0 for a whole run; the prefix length for a sample).
     pub branch_at: usize,
+    /// Stop, before any tool runs, at a turn that is not `finalize` (step-wise
+    /// self-consistency: a sample that would call more tools is discarded unspent).
+    pub finalize_only: bool,
 }
 
 /// The state of a run between steps; cloned to branch trajectory-level samples.
@@ -196,6 +209,7 @@ pub struct ReactAgent {
     task_requirements: String,
     config: ReactConfig,
     observer: Option<Arc<dyn RunObserver>>,
+    embedder: Arc<dyn Embedder>,
 }
 
 impl std::fmt::Debug for ReactAgent {
@@ -226,6 +240,7 @@ impl ReactAgent {
             task_requirements: task_requirements.into(),
             config,
             observer: None,
+            embedder: Arc::new(HashingEmbedder::default()),
         }
     }
 
@@ -279,11 +294,21 @@ impl ReactAgent {
         }
     }
 
-    /// Runs the controller on an incident until it finalizes or a budget ends it.
+    /// Runs the controller on an incident until it finalizes or a budget ends it, with the
+    /// configured self-consistency.
     pub async fn run(&self, incident: &Incident, cancel: &Cancellation) -> ReactRun {
-        let mut state = self.start(incident);
-        let end = self.drive(&mut state, self.greedy(), false, cancel).await;
-        self.finish(state, end)
+        self.run_configured(incident, cancel).await
+    }
+
+    /// Uses `embedder` for self-consistency's embedding vote (default: [`HashingEmbedder`]).
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
+    /// The embedder of self-consistency's embedding vote.
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
     }
 
     pub(crate) fn greedy(&self) -> Sampling {
@@ -291,6 +316,7 @@ impl ReactAgent {
             temperature: self.config.temperature,
             seed: self.config.seed,
             branch_at: 0,
+            finalize_only: false,
         }
     }
 
@@ -336,6 +362,7 @@ impl ReactAgent {
             trajectory: state.trajectory,
             report,
             violations: state.violations,
+            consistency: None,
         }
     }
 
@@ -457,6 +484,19 @@ impl ReactAgent {
                 Ok(Err(outcome)) | Err(outcome) => return StepEnd::Stop(outcome),
             },
         };
+        if sampling.finalize_only {
+            let would = match &parsed {
+                Ok(turn) if turn.action.name == FINALIZE => None,
+                Ok(turn) => Some(format!("it would call `{}`", turn.action.name)),
+                Err(v) => Some(format!("its turn was invalid ({v})")),
+            };
+            if let Some(why) = would {
+                step.error = Some(format!("discarded before acting: {why}"));
+                step.elapsed_ms = elapsed_ms(started);
+                state.trajectory.steps.push(step);
+                return StepEnd::Stop(Outcome::Discarded(why));
+            }
+        }
         let end = match parsed {
             Err(violation) => {
                 self.reject(state, &mut step, &raw, violation);

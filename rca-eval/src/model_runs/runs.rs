@@ -99,6 +99,7 @@ fn outcome_text(o: &Outcome) -> String {
         Outcome::TokenBudgetExhausted => "token budget exhausted".into(),
         Outcome::TimedOut => "timed out".into(),
         Outcome::Cancelled => "cancelled".into(),
+        Outcome::Discarded(why) => format!("discarded: {why}"),
         Outcome::Failed(m) => format!("failed: {m}"),
     }
 }
