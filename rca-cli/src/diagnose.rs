@@ -47,15 +47,7 @@ pub struct DiagnoseArgs {
 
 /// Runs the command.
 pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
-    let config = match &args.config {
-        Some(path) => Config::load(path).map_err(|problems| {
-            for p in &problems {
-                eprintln!("error: {p}");
-            }
-            anyhow::anyhow!("{}: {} problem(s)", path.display(), problems.len())
-        })?,
-        None => Config::default(),
-    };
+    let config = load_config(args.config.as_deref())?;
     let redactor = config.redactor();
     let current_minutes = args
         .current_minutes
@@ -149,19 +141,8 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         trajectory: run.trajectory(),
         service_graph: graph_edges,
     };
-    let trajectory_path = args.trajectory.clone().unwrap_or_else(|| {
-        PathBuf::from("rca-runs")
-            .join(sanitize(&loaded.incident.id))
-            .join("trajectory.json")
-    });
-    if let Some(dir) = trajectory_path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
     // Everything persisted or printed is redacted.
-    let mut record = serde_json::json!({
+    let record = serde_json::json!({
         "format_version": TRAJECTORY_FORMAT_VERSION,
         "incident": bundle.incident,
         "trajectory": bundle.trajectory,
@@ -169,25 +150,95 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         "evidence": run.evidence,
         "report": run.report,
     });
-    redactor.redact_json(&mut record);
-    write_atomic(
-        &trajectory_path,
-        serde_json::to_string_pretty(&record)?.as_bytes(),
-    )
-    .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
-    if let Some(html) = &args.html {
-        write_atomic(html, redactor.redact(&render_html(&bundle)).as_bytes())
-            .with_context(|| format!("cannot write {}", html.display()))?;
-    }
+    let outputs = Outputs {
+        trajectory: args.trajectory.as_deref(),
+        html: args.html.as_deref(),
+        json: args.json,
+    };
+    let saved = outputs.write(&bundle, record, &redactor)?;
     progress.inc(1);
     progress.finish();
-    if args.json {
-        println!("{}", redactor.redact(&render_json(&bundle.report)));
-    } else {
-        print!("{}", redactor.redact(&render_markdown(&bundle)));
-    }
-    eprintln!("trajectory saved to {}", trajectory_path.display());
+    outputs.print(&bundle, &redactor);
+    eprintln!("trajectory saved to {}", saved.display());
     Ok(())
+}
+
+/// Loads the configuration file, or the built-in defaults without one.
+pub(crate) fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    match path {
+        Some(path) => Config::load(path).map_err(|problems| {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            anyhow::anyhow!("{}: {} problem(s)", path.display(), problems.len())
+        }),
+        None => Ok(Config::default()),
+    }
+}
+
+/// Where a diagnosis goes: the trajectory record, an optional HTML report, and the report on
+/// stdout as Markdown or JSON. Everything is redacted first.
+pub(crate) struct Outputs<'a> {
+    /// The trajectory file (default: `rca-runs/<incident id>/trajectory.json`).
+    pub trajectory: Option<&'a std::path::Path>,
+    /// The HTML report, if asked for.
+    pub html: Option<&'a std::path::Path>,
+    /// Print JSON instead of Markdown.
+    pub json: bool,
+}
+
+impl Outputs<'_> {
+    /// Writes the trajectory record and the HTML report; returns the trajectory's path.
+    pub fn write(
+        &self,
+        bundle: &ReportBundle,
+        record: serde_json::Value,
+        redactor: &rca_llm::Redactor,
+    ) -> anyhow::Result<PathBuf> {
+        let path = self.write_record(&bundle.incident, record, redactor)?;
+        if let Some(html) = self.html {
+            write_atomic(html, redactor.redact(&render_html(bundle)).as_bytes())
+                .with_context(|| format!("cannot write {}", html.display()))?;
+        }
+        Ok(path)
+    }
+
+    /// Writes the trajectory record only; returns its path.
+    pub fn write_record(
+        &self,
+        incident: &rca_core::Incident,
+        mut record: serde_json::Value,
+        redactor: &rca_llm::Redactor,
+    ) -> anyhow::Result<PathBuf> {
+        let trajectory_path = self.trajectory.map(PathBuf::from).unwrap_or_else(|| {
+            PathBuf::from("rca-runs")
+                .join(sanitize(&incident.id))
+                .join("trajectory.json")
+        });
+        if let Some(dir) = trajectory_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        redactor.redact_json(&mut record);
+        write_atomic(
+            &trajectory_path,
+            serde_json::to_string_pretty(&record)?.as_bytes(),
+        )
+        .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
+        Ok(trajectory_path)
+    }
+
+    /// Prints the report.
+    pub fn print(&self, bundle: &ReportBundle, redactor: &rca_llm::Redactor) {
+        if self.json {
+            println!("{}", redactor.redact(&render_json(&bundle.report)));
+        } else {
+            print!("{}", redactor.redact(&render_markdown(bundle)));
+        }
+    }
 }
 
 /// The format version of the saved trajectory record (`format_version` in the file).

@@ -16,6 +16,7 @@ mod lifecycle;
 mod logs_cmd;
 mod mitigate;
 mod progress;
+mod react_cmd;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
@@ -30,6 +31,9 @@ enum Command {
     /// Diagnose an incident directory (no model needed): ranked root causes with their
     /// evidence chain; saves the trajectory.
     Diagnose(diagnose::DiagnoseArgs),
+    /// Diagnose an incident directory with the RCAgent controller (ReAct with the real tools
+    /// and both experts; its deterministic policy plays the model when none is configured).
+    React(react_cmd::ReactArgs),
     /// Mitigate a simulated fault safely with STRATUS (TNR), or run its ablation benchmark.
     Mitigate(mitigate::MitigateArgs),
     /// Log clustering: templates and segments.
@@ -64,6 +68,7 @@ fn main() -> anyhow::Result<()> {
     };
     match command {
         Command::Diagnose(args) => run_async(diagnose::run(args)),
+        Command::React(args) => run_async(react_cmd::run(args)),
         Command::Mitigate(args) => mitigate::run(args),
         Command::Logs(args) => run_async(logs_cmd::run(args)),
         Command::Eval(args) => eval_cmd::run(args),

@@ -76,6 +76,13 @@ pub enum ReactEvent {
 pub trait RunObserver: Send + Sync {
     /// One event.
     fn on_event(&self, event: &ReactEvent);
+
+    /// Whether it wants the model's text as it streams ([`ReactEvent::Token`]). The controller
+    /// then reads a streaming model through its stream; some servers report no token usage
+    /// on streams (llama-cpp-python), so their counts become estimates. Default: yes.
+    fn wants_tokens(&self) -> bool {
+        true
+    }
 }
 
 impl<F: Fn(&ReactEvent) + Send + Sync> RunObserver for F {

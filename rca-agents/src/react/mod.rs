@@ -11,6 +11,7 @@
 mod ask;
 mod finalize;
 mod obsk;
+mod policy;
 mod prompt;
 mod rules;
 mod turn;
@@ -18,6 +19,7 @@ mod turn;
 pub use ask::{ActionMode, ReactEvent, RunObserver};
 pub use finalize::{FINALIZE, FinalizeArgs, finalize_spec};
 pub use obsk::{Obsk, ObskTokens, cut as obsk_cut, measure_prompt_tokens};
+pub use policy::PlannedInvestigation;
 pub use prompt::{
     FRAMEWORK_RULES, NATIVE_RULES, incident_message, native_system_prompt, system_prompt,
 };
@@ -537,7 +539,7 @@ impl ReactAgent {
                 let request = request.json();
                 let streams = self.model.capabilities().streaming;
                 match (&self.observer, streams) {
-                    (Some(observer), true) => {
+                    (Some(observer), true) if observer.wants_tokens() => {
                         let collect = ask::collect_stream(self.model.as_ref(), request, |t| {
                             observer.on_event(&ReactEvent::Token {
                                 step: index,

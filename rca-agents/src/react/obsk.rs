@@ -10,11 +10,15 @@ use rca_core::memory::{SnapshotStore, is_snapshot_key, snapshot_key};
 use rca_core::trajectory::Observation;
 use serde::{Deserialize, Serialize};
 
-/// Cuts long observations and expands keys.
+/// Cuts long observations and expands keys. The key of a snapshot is the one its store
+/// returned: a host store may choose its own keys, and every key issued here is expanded
+/// wherever it appears in later arguments (as are keys of the built-in form, `obs-` and 16 hex
+/// digits, that the store holds).
 #[derive(Clone)]
 pub struct Obsk {
     store: Arc<dyn SnapshotStore>,
     head_chars: usize,
+    issued: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl std::fmt::Debug for Obsk {
@@ -28,11 +32,17 @@ impl std::fmt::Debug for Obsk {
 /// The text shown for an observation of `text` with a head of `head_chars` characters, and
 /// its key when it was cut. Pure: nothing is stored.
 pub fn cut(text: &str, head_chars: usize) -> (String, Option<String>) {
-    let total = text.chars().count();
-    if total <= head_chars {
+    if text.chars().count() <= head_chars {
         return (text.to_string(), None);
     }
     let key = snapshot_key(text);
+    (cut_with_key(text, head_chars, &key), Some(key))
+}
+
+/// The head of `text` (at most `head_chars` characters, ended at a line break in its second
+/// half) and a note naming `key`.
+fn cut_with_key(text: &str, head_chars: usize, key: &str) -> String {
+    let total = text.chars().count();
     let byte_end = text
         .char_indices()
         .nth(head_chars)
@@ -46,30 +56,50 @@ pub fn cut(text: &str, head_chars: usize) -> (String, Option<String>) {
         head = &head[..nl];
     }
     let shown = head.chars().count();
-    let note = format!(
+    format!(
         "{head}\n[... {} more characters not shown. Snapshot key: {key}. Pass this key as an \
          argument value to a tool to give it the full text.]",
         total - shown
-    );
-    (note, Some(key))
+    )
 }
 
 impl Obsk {
     /// Cuts observations longer than `head_chars` characters, storing full texts in `store`.
     pub fn new(store: Arc<dyn SnapshotStore>, head_chars: usize) -> Self {
-        Obsk { store, head_chars }
+        Obsk {
+            store,
+            head_chars,
+            issued: Arc::default(),
+        }
     }
 
-    /// The observation to record and show for a tool's full output.
+    /// The observation to record and show for a tool's full output: the whole text when it
+    /// fits the head, otherwise the head and the key the store gave the full text.
     pub async fn observe(&self, text: &str) -> Result<Observation, StoreError> {
-        let (shown, key) = cut(text, self.head_chars);
-        if key.is_some() {
-            self.store.put(text).await?;
+        let full_chars = text.chars().count();
+        if full_chars <= self.head_chars {
+            return Ok(Observation {
+                text: text.to_string(),
+                snapshot_key: None,
+                full_chars,
+            });
+        }
+        let key = self.store.put(text).await?;
+        if key.trim().is_empty() {
+            return Err(StoreError::Corrupt {
+                location: "snapshot store".into(),
+                message: "it returned an empty key for a snapshot".into(),
+            });
+        }
+        if let Ok(mut issued) = self.issued.lock()
+            && !issued.contains(&key)
+        {
+            issued.push(key.clone());
         }
         Ok(Observation {
-            text: shown,
-            snapshot_key: key,
-            full_chars: text.chars().count(),
+            text: cut_with_key(text, self.head_chars, &key),
+            snapshot_key: Some(key),
+            full_chars,
         })
     }
 
@@ -96,9 +126,9 @@ impl Obsk {
     }
 
     async fn expand_str(&self, s: &str) -> Result<(String, usize), StoreError> {
+        let (s, mut count) = self.expand_issued(s).await?;
         let mut out = String::with_capacity(s.len());
-        let mut rest = s;
-        let mut count = 0;
+        let mut rest = s.as_str();
         while let Some(at) = rest.find("obs-") {
             let candidate = rest.get(at..at + 20);
             match candidate.filter(|c| is_snapshot_key(c)) {
@@ -122,6 +152,28 @@ impl Obsk {
         }
         out.push_str(rest);
         Ok((out, count))
+    }
+
+    /// Replaces the keys this run issued that are not of the built-in form (a host store's
+    /// own keys; built-in keys are found by their pattern).
+    async fn expand_issued(&self, s: &str) -> Result<(String, usize), StoreError> {
+        let keys: Vec<String> = self
+            .issued
+            .lock()
+            .map(|k| k.iter().filter(|k| !is_snapshot_key(k)).cloned().collect())
+            .unwrap_or_default();
+        let mut text = s.to_string();
+        let mut count = 0;
+        for key in keys {
+            if !text.contains(&key) {
+                continue;
+            }
+            if let Some(full) = self.store.get(&key).await? {
+                count += text.matches(key.as_str()).count();
+                text = text.replace(key.as_str(), &full);
+            }
+        }
+        Ok((text, count))
     }
 }
 
@@ -183,6 +235,38 @@ mod tests {
         let mut unknown = serde_json::json!({"t": "obs-0123456789abcdef and obs-"});
         assert_eq!(obsk.expand(&mut unknown).await.unwrap(), 0);
         assert_eq!(unknown["t"], "obs-0123456789abcdef and obs-");
+    }
+
+    /// A host store that numbers its snapshots.
+    #[derive(Default)]
+    struct Numbered(std::sync::Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl SnapshotStore for Numbered {
+        async fn put(&self, text: &str) -> Result<String, StoreError> {
+            let mut v = self.0.lock().unwrap();
+            v.push(text.to_string());
+            Ok(format!("SNAP#{}", v.len()))
+        }
+        async fn get(&self, key: &str) -> Result<Option<String>, StoreError> {
+            let n: usize = key.trim_start_matches("SNAP#").parse().unwrap_or(0);
+            Ok(self.0.lock().unwrap().get(n.wrapping_sub(1)).cloned())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_host_store_chooses_its_own_keys() {
+        let obsk = Obsk::new(Arc::new(Numbered::default()), 10);
+        let long = "0123456789".repeat(5);
+        let obs = obsk.observe(&long).await.unwrap();
+        assert_eq!(obs.snapshot_key.as_deref(), Some("SNAP#1"));
+        assert!(obs.text.contains("Snapshot key: SNAP#1"));
+        let mut args = serde_json::json!({"text": "SNAP#1"});
+        assert_eq!(obsk.expand(&mut args).await.unwrap(), 1);
+        assert_eq!(args["text"], long.as_str());
+        // A key this run never issued stays as it is.
+        let mut other = serde_json::json!({"text": "SNAP#2"});
+        assert_eq!(obsk.expand(&mut other).await.unwrap(), 0);
     }
 
     #[test]

@@ -28,6 +28,15 @@ use crate::experts::logs::{
 use crate::incident_dir::IncidentDir;
 use crate::records::{CsvTables, TableOptions};
 
+/// Characters of text a tool returns at most by default: its output goes into prompts as it
+/// is where no snapshot keys cut it.
+pub const DEFAULT_OUTPUT_CHARS: usize = 6_000;
+
+/// Characters of text a tool returns at most when the caller keeps full outputs in a snapshot
+/// store and shows the model only their head (the RCAgent controller with OBSK): a memory
+/// bound, far above what a prompt holds.
+pub const FULL_OUTPUT_CHARS: usize = 400_000;
+
 /// The folder of an incident directory that holds CSV tables.
 pub const TABLES_DIR: &str = "tables";
 /// The folder of an incident directory that holds the code tree.
@@ -55,6 +64,9 @@ pub struct IncidentTools {
     pub log_expert: LogExpertConfig,
     /// Limits of the code expert.
     pub code_expert: CodeExpertLimits,
+    /// Characters of text each tool returns at most ([`DEFAULT_OUTPUT_CHARS`]; use
+    /// [`FULL_OUTPUT_CHARS`] when snapshot keys cut observations for the prompt).
+    pub output_chars: usize,
 }
 
 impl std::fmt::Debug for IncidentTools {
@@ -84,6 +96,7 @@ impl IncidentTools {
             log_examples: Vec::new(),
             log_expert: LogExpertConfig::default(),
             code_expert: CodeExpertLimits::default(),
+            output_chars: DEFAULT_OUTPUT_CHARS,
         }
     }
 
@@ -124,17 +137,26 @@ impl IncidentTools {
         model: Option<Arc<dyn ChatModel>>,
     ) -> Result<ToolRegistry, ToolError> {
         let mut r = ToolRegistry::new();
+        let max_chars = self.output_chars.max(1);
         if let Some(s) = &self.logs {
-            r.register_typed(GetLogs::new(Arc::clone(s)))?;
+            let mut tool = GetLogs::new(Arc::clone(s));
+            tool.max_chars = max_chars;
+            r.register_typed(tool)?;
         }
         if let Some(s) = &self.metrics {
-            r.register_typed(GetMetrics::new(Arc::clone(s)))?;
+            let mut tool = GetMetrics::new(Arc::clone(s));
+            tool.max_chars = max_chars;
+            r.register_typed(tool)?;
         }
         if let Some(s) = &self.traces {
-            r.register_typed(GetTraces::new(Arc::clone(s)))?;
+            let mut tool = GetTraces::new(Arc::clone(s));
+            tool.max_chars = max_chars;
+            r.register_typed(tool)?;
         }
         if let Some(s) = &self.tables {
-            r.register_typed(GetDbRecords::new(Arc::clone(s)))?;
+            let mut tool = GetDbRecords::new(Arc::clone(s));
+            tool.max_chars = max_chars;
+            r.register_typed(tool)?;
         }
         let mut store = LogExampleStore::new(Arc::clone(&self.embedder));
         store
@@ -151,14 +173,18 @@ impl IncidentTools {
             log_analyst,
             self.log_expert.clone(),
         );
-        r.register_typed(AnalyzeLogs::new(Arc::new(expert)))?;
+        let mut tool = AnalyzeLogs::new(Arc::new(expert));
+        tool.max_chars = max_chars;
+        r.register_typed(tool)?;
         if let Some(code) = &self.code {
             let analyst: Arc<dyn CodeAnalyst> = match &model {
                 Some(m) => Arc::new(ModelCodeAnalyst::new(Arc::clone(m))),
                 None => Arc::new(HeuristicCodeAnalyst),
             };
             let expert = CodeExpert::new(Arc::clone(code), analyst, self.code_expert.clone());
-            r.register_typed(AnalyzeCode::new(Arc::new(expert)))?;
+            let mut tool = AnalyzeCode::new(Arc::new(expert));
+            tool.max_chars = max_chars;
+            r.register_typed(tool)?;
         }
         Ok(r)
     }

@@ -28,7 +28,7 @@ mod traces;
 pub use args::{EntityArgs, bounded, effective_range, recent_split};
 pub use db::{DbRecordsArgs, GetDbRecords};
 pub use experts::{AnalyzeCode, AnalyzeCodeArgs, AnalyzeLogs, AnalyzeLogsArgs};
-pub use incident::{CODE_DIR, IncidentTools, TABLES_DIR};
+pub use incident::{CODE_DIR, DEFAULT_OUTPUT_CHARS, FULL_OUTPUT_CHARS, IncidentTools, TABLES_DIR};
 pub use logs::{GetLogs, LogsArgs};
 pub use metrics::GetMetrics;
 pub use traces::GetTraces;
