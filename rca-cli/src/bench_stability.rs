@@ -24,6 +24,89 @@ pub enum BenchCommand {
     /// Every agent end to end on a real model (or a recording of one): budgets, token
     /// counts, invalid turns and invariants.
     Agents(crate::bench_agents::AgentsArgs),
+    /// Observation snapshot keys on the bundled real incidents with the real tools: prompt
+    /// tokens with and without them, and expert calls handed a key.
+    Obsk(ObskArgs),
+}
+
+/// Arguments of `rca bench obsk`.
+#[derive(Debug, Args)]
+pub struct ObskArgs {
+    /// Drive the controller with the model on this server (default: its deterministic
+    /// policy).
+    #[arg(long)]
+    pub model_url: Option<String>,
+    /// The model name on that server.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Steps per run.
+    #[arg(long, default_value_t = 15)]
+    pub max_steps: usize,
+    /// Completion tokens per model turn.
+    #[arg(long, default_value_t = 128)]
+    pub max_turn_tokens: u32,
+    /// Wall time of each run, in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub wall_seconds: u64,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the table into this Markdown file's `obsk-real-incidents` section (or
+    /// `obsk-real-incidents-model` with a model).
+    #[arg(long)]
+    pub write_docs: Option<PathBuf>,
+}
+
+async fn obsk(args: ObskArgs) -> anyhow::Result<()> {
+    let wall = Duration::from_secs(args.wall_seconds.max(1));
+    let model: Option<Arc<dyn ChatModel>> = if args.model_url.is_some() || args.model.is_some() {
+        let url = env_or(&args.model_url, "RCA_LLM_BASE_URL")?;
+        let name = env_or(&args.model, "RCA_LLM_MODEL")?;
+        let config = OpenAiConfig::llama_cpp_python(url, name)
+            .with_timeouts(Some(Duration::from_secs(5)), Some(wall));
+        Some(Arc::new(OpenAiClient::new(config)?))
+    } else {
+        None
+    };
+    let data = rca_eval::model_runs::BundledData::new(crate::bench_agents::workspace_root()?);
+    let mut rows = Vec::new();
+    for dir in data.incident_dirs().map_err(anyhow::Error::msg)? {
+        eprintln!("measuring {} ...", dir.display());
+        let row = rca_eval::snapshot_keys::measure_incident(
+            &dir,
+            model.clone(),
+            args.max_steps.max(1),
+            args.max_turn_tokens.max(16),
+            wall,
+        )
+        .await?;
+        rows.push(row);
+    }
+    let driver = model
+        .as_ref()
+        .map(|m| m.model_id().to_string())
+        .unwrap_or_else(|| "policy-planned-investigation".into());
+    let table = rca_eval::snapshot_keys::markdown(&rows, &driver);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = &args.write_docs {
+        let (section, mut command) = match &model {
+            Some(_) => (
+                "obsk-real-incidents-model",
+                format!(
+                    "rca bench obsk --model-url URL --model NAME --max-steps {} --max-turn-tokens {}",
+                    args.max_steps, args.max_turn_tokens
+                ),
+            ),
+            None => ("obsk-real-incidents", "rca bench obsk".to_string()),
+        };
+        command.push_str(&format!(" --write-docs {}", path.display()));
+        rca_eval::docs::write_section(path, section, &command, &table)?;
+    }
+    Ok(())
 }
 
 /// Arguments of `rca bench stability`.
@@ -100,6 +183,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Stability(args) if args.uses_model() => stability_on_model(args).await,
         BenchCommand::Stability(args) => stability(args).await,
         BenchCommand::Agents(args) => crate::bench_agents::run(args).await,
+        BenchCommand::Obsk(args) => obsk(args).await,
     }
 }
 

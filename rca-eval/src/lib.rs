@@ -11,5 +11,6 @@ pub mod loghub;
 pub mod model_runs;
 pub mod nezha;
 pub mod openrca;
+pub mod snapshot_keys;
 pub mod stability;
 pub mod text;

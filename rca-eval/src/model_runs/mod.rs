@@ -93,6 +93,33 @@ impl BundledData {
         first_folder(&self.root.join("examples/recurring-incidents/cases"))
     }
 
+    /// Every bundled real incident directory: the folders of `examples/incidents` and the
+    /// `incident` folders of the recurring-incident cases, by path.
+    pub fn incident_dirs(&self) -> Result<Vec<PathBuf>, String> {
+        let mut out = Vec::new();
+        for (dir, inner) in [
+            (self.root.join("examples/incidents"), None),
+            (
+                self.root.join("examples/recurring-incidents/cases"),
+                Some("incident"),
+            ),
+        ] {
+            let entries = std::fs::read_dir(&dir)
+                .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+            for e in entries.filter_map(Result::ok) {
+                let path = match inner {
+                    Some(sub) => e.path().join(sub),
+                    None => e.path(),
+                };
+                if path.join("incident.json").is_file() {
+                    out.push(path);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The committed recordings of `model`'s runs.
     pub fn recordings(&self, model: &str) -> PathBuf {
         self.root.join("rca-eval/data/recordings").join(model)
