@@ -164,30 +164,32 @@ pub async fn measure_incident(
         }
     };
     let expert_tools = ["analyze_logs", "analyze_code"];
-    let mut runs = Vec::new();
-    for head in [Some(HEAD_CHARS), None] {
-        let registry = tools
-            .registry(model.clone())
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        let config = ReactConfig {
-            max_steps,
-            max_wall_time: Some(wall_time),
-            max_turn_tokens: Some(max_turn_tokens),
-            seed: Some(0),
-            obsk_head_chars: head,
-            rules: ErrorRules {
-                expert_tools: expert_tools.iter().map(|s| s.to_string()).collect(),
-                ..ErrorRules::default()
-            },
-            ..ReactConfig::default()
-        };
-        let agent = ReactAgent::new(Arc::clone(&driver), registry, TASK, config);
-        let run = agent.run(&loaded.incident, &Cancellation::new()).await;
-        runs.push(summarize(&run, &expert_tools));
-    }
-    let full = runs.pop().unwrap_or_else(|| unreachable_run());
-    let with_keys = runs.pop().unwrap_or_else(|| unreachable_run());
+    let run_with = |head: Option<usize>| {
+        let tools = &tools;
+        let incident = &loaded.incident;
+        let model = model.clone();
+        let driver = Arc::clone(&driver);
+        async move {
+            let registry = tools.registry(model).await.map_err(|e| e.to_string())?;
+            let config = ReactConfig {
+                max_steps,
+                max_wall_time: Some(wall_time),
+                max_turn_tokens: Some(max_turn_tokens),
+                seed: Some(0),
+                obsk_head_chars: head,
+                rules: ErrorRules {
+                    expert_tools: expert_tools.iter().map(|s| s.to_string()).collect(),
+                    ..ErrorRules::default()
+                },
+                ..ReactConfig::default()
+            };
+            let agent = ReactAgent::new(driver, registry, TASK, config);
+            let run = agent.run(incident, &Cancellation::new()).await;
+            Ok::<_, String>(summarize(&run, &expert_tools))
+        }
+    };
+    let with_keys = run_with(Some(HEAD_CHARS)).await.map_err(fail)?;
+    let full = run_with(None).await.map_err(fail)?;
     Ok(ObskRow {
         incident: dir
             .components()
@@ -198,19 +200,6 @@ pub async fn measure_incident(
         with_keys,
         full,
     })
-}
-
-/// A placeholder never produced: both runs above always exist.
-fn unreachable_run() -> ObskRun {
-    ObskRun {
-        steps: 0,
-        prompt_tokens: 0,
-        estimated: true,
-        expert_calls: 0,
-        expert_calls_with_key: 0,
-        output_chars: 0,
-        outcome: "not run".into(),
-    }
 }
 
 /// The Markdown table of `rows`, with the total ratio.
