@@ -525,6 +525,10 @@ fn agents_on_the_local_model_then_replayed() {
             &url,
             "--model",
             &model,
+            // Runs must end on their step budgets, not on time: a run cut by the clock asks
+            // for a turn its replay then asks for too, which was never recorded.
+            "--wall-seconds",
+            "1200",
         ])
         .arg("--record")
         .arg(dir.path())
