@@ -77,6 +77,20 @@ pub(crate) fn env_or(flag: &Option<String>, var: &str) -> anyhow::Result<String>
     }
 }
 
+/// The client of the local model server named by `--model-url` / `--model` (or
+/// `RCA_LLM_BASE_URL` / `RCA_LLM_MODEL`), with requests bounded by `request_timeout`.
+pub(crate) fn live_client(
+    model_url: &Option<String>,
+    model: &Option<String>,
+    request_timeout: Duration,
+) -> anyhow::Result<OpenAiClient> {
+    let url = env_or(model_url, "RCA_LLM_BASE_URL")?;
+    let name = env_or(model, "RCA_LLM_MODEL")?;
+    let config = OpenAiConfig::llama_cpp_python(url, name)
+        .with_timeouts(Some(Duration::from_secs(5)), Some(request_timeout));
+    Ok(OpenAiClient::new(config)?)
+}
+
 /// Runs `rca bench agents`.
 pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
     let data = BundledData::new(workspace_root()?);
@@ -93,13 +107,11 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
     };
     let live = match &args.replay {
         Some(_) => None,
-        None => {
-            let url = env_or(&args.model_url, "RCA_LLM_BASE_URL")?;
-            let name = env_or(&args.model, "RCA_LLM_MODEL")?;
-            let config = OpenAiConfig::llama_cpp_python(url, name)
-                .with_timeouts(Some(Duration::from_secs(5)), Some(budgets.wall_time));
-            Some(OpenAiClient::new(config)?)
-        }
+        None => Some(live_client(
+            &args.model_url,
+            &args.model,
+            budgets.wall_time,
+        )?),
     };
     let provenance = match (&args.record, &live) {
         (Some(_), Some(_)) => Some(provenance_from_env(&budgets).map_err(anyhow::Error::msg)?),

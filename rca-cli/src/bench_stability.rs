@@ -12,9 +12,9 @@ use rca_eval::model_runs::{RunBudgets, provenance_from_env};
 use rca_eval::stability::{
     CONFIGS, EpisodeBudgets, TurnSource, mode_name, obsk_comparison, run_stability_with,
 };
-use rca_llm::{OpenAiClient, OpenAiConfig, RecordingModel, ReplayModel};
+use rca_llm::{RecordingModel, ReplayModel};
 
-use crate::bench_agents::env_or;
+use crate::bench_agents::live_client;
 
 /// Benchmarks.
 #[derive(Debug, Subcommand)]
@@ -60,11 +60,7 @@ pub struct ObskArgs {
 async fn obsk(args: ObskArgs) -> anyhow::Result<()> {
     let wall = Duration::from_secs(args.wall_seconds.max(1));
     let model: Option<Arc<dyn ChatModel>> = if args.model_url.is_some() || args.model.is_some() {
-        let url = env_or(&args.model_url, "RCA_LLM_BASE_URL")?;
-        let name = env_or(&args.model, "RCA_LLM_MODEL")?;
-        let config = OpenAiConfig::llama_cpp_python(url, name)
-            .with_timeouts(Some(Duration::from_secs(5)), Some(wall));
-        Some(Arc::new(OpenAiClient::new(config)?))
+        Some(Arc::new(live_client(&args.model_url, &args.model, wall)?))
     } else {
         None
     };
@@ -238,13 +234,11 @@ async fn stability_on_model(args: StabilityArgs) -> anyhow::Result<()> {
     };
     let live = match &args.replay {
         Some(_) => None,
-        None => {
-            let url = env_or(&args.model_url, "RCA_LLM_BASE_URL")?;
-            let name = env_or(&args.model, "RCA_LLM_MODEL")?;
-            let config = OpenAiConfig::llama_cpp_python(url, name)
-                .with_timeouts(Some(Duration::from_secs(5)), Some(budgets.wall_time));
-            Some(OpenAiClient::new(config)?)
-        }
+        None => Some(live_client(
+            &args.model_url,
+            &args.model,
+            budgets.wall_time,
+        )?),
     };
     let provenance = match (&args.record, &live) {
         (Some(_), Some(_)) => {

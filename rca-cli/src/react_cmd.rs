@@ -10,7 +10,6 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use rca_agents::consistency::{Aggregation, SamplingConfig, SelfConsistency};
 use rca_agents::orchestra::pipeline::service_graph;
-use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels};
 use rca_agents::react::{
     ActionMode, Cancellation, ErrorRules, PlannedInvestigation, ReactAgent, ReactConfig,
     ReactEvent, RunObserver,
@@ -172,20 +171,7 @@ pub async fn run(args: ReactArgs) -> anyhow::Result<()> {
         None => {
             // No model: the deterministic diagnosis names the suspects and the conclusion,
             // and the policy investigates them through the same tools.
-            let pipeline =
-                DiagnosisPipeline::new(&loaded, RoleModels::default(), PipelineConfig::default())?;
-            let diagnosis = pipeline.run(&loaded.incident).await?;
-            let suspects: Vec<String> = diagnosis
-                .report
-                .candidates
-                .iter()
-                .map(|c| c.component.clone())
-                .collect();
-            Arc::new(PlannedInvestigation::new(
-                &suspects,
-                &names,
-                diagnosis.report,
-            ))
+            Arc::new(PlannedInvestigation::from_deterministic_diagnosis(&loaded, &names).await?)
         }
     };
     eprintln!(

@@ -15,7 +15,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels};
 use rca_agents::react::{
     Cancellation, ErrorRules, PlannedInvestigation, ReactAgent, ReactConfig, ReactRun,
 };
@@ -143,24 +142,11 @@ pub async fn measure_incident(
                 .into_iter()
                 .map(|s| s.name)
                 .collect();
-            let pipeline =
-                DiagnosisPipeline::new(&loaded, RoleModels::default(), PipelineConfig::default())
-                    .map_err(|e| fail(e.to_string()))?;
-            let diagnosis = pipeline
-                .run(&loaded.incident)
-                .await
-                .map_err(|e| fail(e.to_string()))?;
-            let suspects: Vec<String> = diagnosis
-                .report
-                .candidates
-                .iter()
-                .map(|c| c.component.clone())
-                .collect();
-            Arc::new(PlannedInvestigation::new(
-                &suspects,
-                &names,
-                diagnosis.report,
-            ))
+            Arc::new(
+                PlannedInvestigation::from_deterministic_diagnosis(&loaded, &names)
+                    .await
+                    .map_err(|e| fail(e.to_string()))?,
+            )
         }
     };
     let expert_tools = ["analyze_logs", "analyze_code"];

@@ -74,6 +74,26 @@ impl PlannedInvestigation {
         }
     }
 
+    /// The plan for a loaded incident directory: the deterministic diagnosis of the incident
+    /// ([`crate::orchestra::DiagnosisPipeline`] with every role a policy) names the suspects,
+    /// most likely first, and the conclusion; `tools` are the names the run offers.
+    pub async fn from_deterministic_diagnosis(
+        loaded: &rca_tools::incident_dir::IncidentDir,
+        tools: &[String],
+    ) -> Result<Self, crate::orchestra::OrchestraError> {
+        use crate::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels};
+        let pipeline =
+            DiagnosisPipeline::new(loaded, RoleModels::default(), PipelineConfig::default())?;
+        let diagnosis = pipeline.run(&loaded.incident).await?;
+        let suspects: Vec<String> = diagnosis
+            .report
+            .candidates
+            .iter()
+            .map(|c| c.component.clone())
+            .collect();
+        Ok(Self::new(&suspects, tools, diagnosis.report))
+    }
+
     /// How many turns the plan has (its last is `finalize`).
     pub fn turns(&self) -> usize {
         self.plan.len()
