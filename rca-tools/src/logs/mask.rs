@@ -21,6 +21,36 @@ pub const WILDCARD: &str = "<*>";
 /// practice; collisions would only merge two templates, never panic).
 pub(crate) const WILDCARD_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// Which generic masking rules apply beyond the base ones (digits, paths, hex, hosts,
+/// dates). Each is a mechanism that holds for any log; the miner's configuration turns them
+/// on, and the defaults are chosen by leave-one-system-out cross-validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct MaskRules {
+    /// Adjacent all-variable tokens read as one parameter (`lifetime <1 sec` and
+    /// `lifetime 00:02` both read `lifetime <*>`): a value may be written in one token or
+    /// several.
+    pub collapse_wildcards: bool,
+    /// The value of a `key=value` pair is a parameter even when it is a word
+    /// (`user=root` reads `user=<*>`).
+    pub key_values: bool,
+    /// A host or dotted name followed by a port (`db.internal:5432`) is one parameter even
+    /// when the name is not a known host name.
+    pub endpoints: bool,
+    /// A word of two or more letters ending in one digit (`eth0`, `ssh2`) is a name, not a
+    /// value: it stays a constant unless the family rule finds it varying.
+    pub numbered_names: bool,
+}
+
+/// Whether a segment is a numbered name: two or more ASCII letters and one final digit.
+fn is_numbered_name(seg: &[u8]) -> bool {
+    match seg {
+        [letters @ .., last] if last.is_ascii_digit() => {
+            letters.len() >= 2 && letters.iter().all(u8::is_ascii_alphabetic)
+        }
+        _ => false,
+    }
+}
+
 /// How a token was masked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TokenKind {
@@ -126,9 +156,15 @@ fn segment_is_variable(seg: &[u8]) -> bool {
     slash_next_to_alnum || (hex == seg.len() && hex >= 8)
 }
 
-/// Tokenises and masks `line` into `out` (cleared first). At most `max_tokens` tokens are
-/// kept; the rest of the line folds into the last token, so a pathological line stays bounded.
+/// Tokenises and masks `line` into `out` (cleared first) with the base rules. At most
+/// `max_tokens` tokens are kept; the rest of the line folds into the last token, so a
+/// pathological line stays bounded.
 pub(crate) fn tokenize(line: &str, max_tokens: usize, out: &mut Vec<Token>) {
+    tokenize_with(line, max_tokens, MaskRules::default(), out);
+}
+
+/// [`tokenize`] with extra masking rules.
+pub(crate) fn tokenize_with(line: &str, max_tokens: usize, rules: MaskRules, out: &mut Vec<Token>) {
     out.clear();
     let bytes = line.as_bytes();
     let n = bytes.len().min(u32::MAX as usize);
@@ -149,7 +185,7 @@ pub(crate) fn tokenize(line: &str, max_tokens: usize, out: &mut Vec<Token>) {
         while last && end > start && is_space(bytes[end - 1]) {
             end -= 1;
         }
-        let mut t = mask_token(bytes, start, end);
+        let mut t = mask_token(bytes, start, end, rules);
         if t.kind == TokenKind::Word
             && out
                 .last()
@@ -158,6 +194,14 @@ pub(crate) fn tokenize(line: &str, max_tokens: usize, out: &mut Vec<Token>) {
         {
             t.kind = TokenKind::Wild;
             t.hash = WILDCARD_HASH;
+        }
+        if rules.collapse_wildcards
+            && t.kind == TokenKind::Wild
+            && let Some(prev) = out.last_mut()
+            && prev.kind == TokenKind::Wild
+        {
+            prev.end = t.end;
+            continue;
         }
         out.push(t);
     }
@@ -203,9 +247,41 @@ pub(crate) fn is_value_like(token: &str) -> bool {
     dotted || inner_capital || underscore
 }
 
-fn mask_token(bytes: &[u8], start: usize, end: usize) -> Token {
+/// Whether a token is an endpoint: a name of letters, digits, `.`, `-` and `_` holding a dot
+/// or a letter, then `:` and a port number (`db.internal:5432`, `localhost:8080`).
+fn is_endpoint(tok: &[u8]) -> bool {
+    let tok = trim_delims(tok);
+    let tok = tok.strip_prefix(b"/").unwrap_or(tok);
+    let Some(colon) = tok.iter().rposition(|&b| b == b':') else {
+        return false;
+    };
+    let (name, port) = (&tok[..colon], &tok[colon + 1..]);
+    !name.is_empty()
+        && (1..=5).contains(&port.len())
+        && port.iter().all(u8::is_ascii_digit)
+        && name.iter().any(u8::is_ascii_alphabetic)
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// Whether a token is an empty value: a bracket or quote pair with nothing inside (`()`,
+/// `[]`, `""`), possibly followed by `,` or `;`: the place of a parameter that was empty.
+fn is_empty_value(tok: &[u8]) -> bool {
+    let tok = match tok {
+        [rest @ .., b',' | b';'] => rest,
+        t => t,
+    };
+    matches!(tok, b"()" | b"[]" | b"{}" | b"<>" | b"\"\"" | b"''")
+}
+
+fn mask_token(bytes: &[u8], start: usize, end: usize, rules: MaskRules) -> Token {
     let tok = &bytes[start..end];
-    if segment_is_path(tok) || is_hex_groups(trim_delims(tok)) {
+    if segment_is_path(tok)
+        || (rules.collapse_wildcards && is_empty_value(tok))
+        || is_hex_groups(trim_delims(tok))
+        || (rules.endpoints && is_endpoint(tok))
+    {
         return Token {
             start: start as u32,
             end: end as u32,
@@ -224,7 +300,9 @@ fn mask_token(bytes: &[u8], start: usize, end: usize) -> Token {
         }
         let seg = &tok[seg_start..k];
         if !seg.is_empty() {
-            if segment_is_variable(seg) {
+            let variable =
+                segment_is_variable(seg) && !(rules.numbered_names && is_numbered_name(seg));
+            if variable || (rules.key_values && is_value_after_key(tok, seg_start)) {
                 masked += 1;
                 h.write_u8(0xff);
             } else {
@@ -252,8 +330,28 @@ fn mask_token(bytes: &[u8], start: usize, end: usize) -> Token {
     }
 }
 
+/// Whether the segment starting at `seg_start` of `tok` is the value of a `key=value` pair:
+/// it follows an `=` that follows a key of letters, digits, `_`, `-` or `.`.
+fn is_value_after_key(tok: &[u8], seg_start: usize) -> bool {
+    if seg_start < 2 || tok.get(seg_start - 1) != Some(&b'=') {
+        return false;
+    }
+    let key = &tok[..seg_start - 1];
+    let key_start = key
+        .iter()
+        .rposition(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+        .map_or(0, |i| i + 1);
+    let key = &key[key_start..];
+    !key.is_empty() && key.iter().any(u8::is_ascii_alphabetic)
+}
+
 /// The masked text of one token (`<*>`, `size=<*>`, or the token itself).
 pub(crate) fn masked_text(line: &str, t: &Token) -> String {
+    masked_text_with(line, t, MaskRules::default())
+}
+
+/// [`masked_text`] under `rules` (the same rules the token was masked with).
+pub(crate) fn masked_text_with(line: &str, t: &Token, rules: MaskRules) -> String {
     let tok = &line.as_bytes()[t.start as usize..t.end as usize];
     match t.kind {
         TokenKind::Wild => WILDCARD.to_string(),
@@ -267,7 +365,11 @@ pub(crate) fn masked_text(line: &str, t: &Token) -> String {
                     continue;
                 }
                 let seg = &tok[seg_start..k];
-                if segment_is_variable(seg) {
+                let variable =
+                    segment_is_variable(seg) && !(rules.numbered_names && is_numbered_name(seg));
+                if !seg.is_empty()
+                    && (variable || (rules.key_values && is_value_after_key(tok, seg_start)))
+                {
                     out.extend_from_slice(WILDCARD.as_bytes());
                 } else {
                     out.extend_from_slice(seg);
@@ -369,6 +471,58 @@ mod tests {
         ] {
             assert!(!is_value_like(w), "{w}");
         }
+    }
+
+    fn masked(line: &str, rules: MaskRules) -> String {
+        let mut toks = Vec::new();
+        tokenize_with(line, usize::MAX, rules, &mut toks);
+        toks.iter()
+            .map(|t| masked_text_with(line, t, rules))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn optional_rules() {
+        let none = MaskRules::default();
+        let collapse = MaskRules {
+            collapse_wildcards: true,
+            ..none
+        };
+        assert_eq!(masked("lifetime <1 sec", none), "lifetime <*> <*>");
+        assert_eq!(masked("lifetime <1 sec", collapse), "lifetime <*>");
+        assert_eq!(masked("from 10.0.0.1 () at", collapse), "from <*> at");
+        assert_eq!(masked("from 10.0.0.1 () at", none), "from <*> () at");
+        let kv = MaskRules {
+            key_values: true,
+            ..none
+        };
+        assert_eq!(
+            masked("user=root tty=ssh ruser=", kv),
+            "user=<*> tty=<*> ruser="
+        );
+        assert_eq!(masked("user=root", none), "user=root");
+        assert_eq!(masked("a==b =x", kv), "a==b =x");
+        let ep = MaskRules {
+            endpoints: true,
+            ..none
+        };
+        assert_eq!(masked("to db.internal:5432 ok", ep), "to <*> ok");
+        assert_eq!(
+            masked("to db.internal:5432 ok", none),
+            "to db.internal:<*> ok"
+        );
+        assert_eq!(masked("Error:12345678", ep), "Error:<*>");
+        assert_eq!(masked("key:value", ep), "key:value");
+        let names = MaskRules {
+            numbered_names: true,
+            ..none
+        };
+        assert_eq!(
+            masked("eth0 ssh2 node-148 x1 v12", names),
+            "eth0 ssh2 <*> <*> <*>"
+        );
+        assert_eq!(masked("eth0 ssh2", none), "<*> <*>");
     }
 
     #[test]
