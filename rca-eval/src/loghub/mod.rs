@@ -3,16 +3,21 @@
 //! line *i*). The log format of each system comes from a small table file (one
 //! `SYSTEM<TAB>PATTERN` per line, `#` comments); nothing here names a system.
 //!
-//! Grouping accuracy (GA, Zhu et al. ICSE'19): a line is correct iff the set of lines in its
-//! predicted group equals the set of lines in its true group. Parsing accuracy (PA): a line
-//! is correct iff its predicted template equals the true one after both are normalised (runs
-//! of whitespace and of adjacent parameters collapse).
+//! Each system is scored against its original labels (grouped by `EventId`) and, when the
+//! folder ships them, the corrected labels of Khan et al. (`<S>_2k.log_structured_corrected.csv`,
+//! grouped by `EventTemplate`), with GA, PA, FGA and FTA ([`metrics`]). [`crossval`] chooses
+//! the miner's data-driven parameters on all systems but one and scores the one left out.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use rca_core::logs::{TemplateId, TemplateMiner};
+
+pub mod crossval;
+pub mod metrics;
+
+pub use metrics::{LabelScores, Labels, grouping_accuracy, normalize_template, parsing_accuracy};
 use rca_tools::logs::{DEFAULT_MAX_LINE_BYTES, LogFormat, MinerConfig, mine_parallel, read_lines};
 use serde::Serialize;
 
@@ -78,6 +83,114 @@ pub fn parse_formats(text: &str) -> Result<Vec<SystemFormat>, LoghubError> {
     Ok(out)
 }
 
+/// One system's lines and labels, loaded once and scored under any configuration.
+#[derive(Debug, Clone)]
+pub struct SystemData {
+    /// The system (the folder name).
+    pub system: String,
+    /// The message body of every line (the whole trimmed line when the format does not match).
+    pub contents: Vec<String>,
+    /// Lines that did not match the log format.
+    pub unmatched: usize,
+    /// The original labels (`EventId` groups).
+    pub original: Labels,
+    /// The corrected labels (`EventTemplate` groups), when the folder has them.
+    pub corrected: Option<Labels>,
+}
+
+impl SystemData {
+    /// Reads `log`, splits each line with `pattern`, and reads the labels next to it
+    /// (`<log>_structured.csv`, and `<log>_structured_corrected.csv` when present).
+    pub fn load(system: &str, log: &Path, pattern: &str) -> Result<SystemData, LoghubError> {
+        let bytes = std::fs::read(log).map_err(|e| data_err(log, e.to_string()))?;
+        let (lines, _) = read_lines(&bytes, DEFAULT_MAX_LINE_BYTES);
+        let format = LogFormat::parse(pattern)?;
+        let mut unmatched = 0;
+        let contents: Vec<String> = lines
+            .iter()
+            .map(|l| match format.parse_line(l) {
+                Some(p) => p.content.to_string(),
+                None => {
+                    unmatched += 1;
+                    l.trim().to_string()
+                }
+            })
+            .collect();
+        let truth_path = PathBuf::from(format!("{}_structured.csv", log.display()));
+        let original = read_labels(&truth_path, "EventId", contents.len())?;
+        let corrected_path = PathBuf::from(format!("{}_structured_corrected.csv", log.display()));
+        let corrected = if corrected_path.exists() {
+            Some(read_labels(
+                &corrected_path,
+                "EventTemplate",
+                contents.len(),
+            )?)
+        } else {
+            None
+        };
+        Ok(SystemData {
+            system: system.to_string(),
+            contents,
+            unmatched,
+            original,
+            corrected,
+        })
+    }
+
+    /// Mines the lines with `config` on `threads` threads and scores them.
+    pub fn score(&self, config: &MinerConfig, threads: usize) -> Result<SystemScore, LoghubError> {
+        let lines: Vec<&str> = self.contents.iter().map(String::as_str).collect();
+        let (miner, ids) = mine_parallel(&lines, config, threads)?;
+        let mut texts: HashMap<TemplateId, String> = HashMap::new();
+        let predicted_templates: Vec<String> = ids
+            .iter()
+            .map(|&id| {
+                texts
+                    .entry(id)
+                    .or_insert_with(|| miner.template(id).map(|t| t.text).unwrap_or_default())
+                    .clone()
+            })
+            .collect();
+        Ok(SystemScore {
+            system: self.system.clone(),
+            lines: lines.len(),
+            templates: miner.template_count(),
+            unmatched: self.unmatched,
+            original: metrics::score(&ids, &predicted_templates, &self.original),
+            corrected: self
+                .corrected
+                .as_ref()
+                .map(|c| metrics::score(&ids, &predicted_templates, c)),
+        })
+    }
+}
+
+fn data_err(p: &Path, m: String) -> LoghubError {
+    LoghubError::Data {
+        path: p.display().to_string(),
+        message: m,
+    }
+}
+
+/// Loads every system of `formats` found under `dir`; returns the loaded systems and the
+/// names of those without data.
+pub fn load_folder(
+    dir: &Path,
+    formats: &[SystemFormat],
+) -> Result<(Vec<SystemData>, Vec<String>), LoghubError> {
+    let mut systems = Vec::new();
+    let mut missing = Vec::new();
+    for f in formats {
+        let log = dir.join(&f.system).join(format!("{}_2k.log", f.system));
+        if !log.exists() {
+            missing.push(f.system.clone());
+            continue;
+        }
+        systems.push(SystemData::load(&f.system, &log, &f.pattern)?);
+    }
+    Ok((systems, missing))
+}
+
 /// The scores of one system.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemScore {
@@ -85,16 +198,14 @@ pub struct SystemScore {
     pub system: String,
     /// Lines scored.
     pub lines: usize,
-    /// Grouping accuracy.
-    pub ga: f64,
-    /// Parsing accuracy.
-    pub pa: f64,
     /// Templates found.
     pub templates: usize,
-    /// True templates.
-    pub true_templates: usize,
     /// Lines that did not match the log format (kept whole as content).
     pub unmatched: usize,
+    /// Against the original labels.
+    pub original: LabelScores,
+    /// Against the corrected labels, when the folder has them.
+    pub corrected: Option<LabelScores>,
 }
 
 /// The scores of a folder.
@@ -104,44 +215,69 @@ pub struct LoghubReport {
     pub systems: Vec<SystemScore>,
     /// Systems of the table without data in the folder.
     pub missing: Vec<String>,
+    /// Means over the systems, original labels.
+    pub mean_original: LabelScores,
+    /// Means over the systems that have corrected labels.
+    pub mean_corrected: Option<LabelScores>,
 }
 
 impl LoghubReport {
-    /// Mean GA over the scored systems (0 when none).
+    /// A report over `systems`, with the means filled in.
+    pub fn new(systems: Vec<SystemScore>, missing: Vec<String>) -> LoghubReport {
+        let mean_original = mean_scores(systems.iter().map(|s| &s.original));
+        let corrected: Vec<&LabelScores> = systems
+            .iter()
+            .filter_map(|s| s.corrected.as_ref())
+            .collect();
+        let mean_corrected = (!corrected.is_empty()).then(|| mean_scores(corrected.into_iter()));
+        LoghubReport {
+            systems,
+            missing,
+            mean_original,
+            mean_corrected,
+        }
+    }
+
+    /// Mean GA over the scored systems, original labels (0 when none).
     pub fn mean_ga(&self) -> f64 {
-        mean(self.systems.iter().map(|s| s.ga))
+        self.mean_original.ga
     }
 
-    /// Mean PA over the scored systems (0 when none).
+    /// Mean PA over the scored systems, original labels (0 when none).
     pub fn mean_pa(&self) -> f64 {
-        mean(self.systems.iter().map(|s| s.pa))
+        self.mean_original.pa
     }
 
-    /// The lowest GA and its system.
+    /// The lowest GA (original labels) and its system.
     pub fn min_ga(&self) -> Option<(&str, f64)> {
         self.systems
             .iter()
-            .map(|s| (s.system.as_str(), s.ga))
+            .map(|s| (s.system.as_str(), s.original.ga))
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
-    /// A Markdown table of the scores.
+    /// A Markdown table of the scores: GA, PA, FGA, FTA against the original labels, then
+    /// against the corrected ones.
     pub fn to_markdown(&self) -> String {
         let mut out = String::from(
-            "| System | Lines | GA | PA | Templates (found / true) | Unmatched header |\n|---|---|---|---|---|---|\n",
+            "| System | Lines | Templates (found / true) | GA | PA | FGA | FTA | GA (corr.) | PA (corr.) | FGA (corr.) | FTA (corr.) | Unmatched header |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         for s in &self.systems {
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3} | {} / {} | {} |",
-                s.system, s.lines, s.ga, s.pa, s.templates, s.true_templates, s.unmatched
+                "| {} | {} | {} / {} | {} | {} |",
+                s.system,
+                s.lines,
+                s.templates,
+                s.original.true_templates,
+                score_cells(&s.original, s.corrected.as_ref()),
+                s.unmatched
             );
         }
         let _ = writeln!(
             out,
-            "| **mean** | | **{:.3}** | **{:.3}** | | |",
-            self.mean_ga(),
-            self.mean_pa()
+            "| **mean** | | | {} | |",
+            score_cells(&self.mean_original, self.mean_corrected.as_ref())
         );
         if !self.missing.is_empty() {
             let _ = writeln!(out, "\nNot scored (no data): {}", self.missing.join(", "));
@@ -150,9 +286,40 @@ impl LoghubReport {
     }
 }
 
-fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
-    if n == 0 { 0.0 } else { sum / n as f64 }
+fn score_cells(o: &LabelScores, c: Option<&LabelScores>) -> String {
+    let four = |s: &LabelScores| format!("{:.3} | {:.3} | {:.3} | {:.3}", s.ga, s.pa, s.fga, s.fta);
+    format!(
+        "{} | {}",
+        four(o),
+        c.map_or_else(|| "- | - | - | -".to_string(), four)
+    )
+}
+
+fn mean_scores<'a>(xs: impl Iterator<Item = &'a LabelScores>) -> LabelScores {
+    let mut m = LabelScores {
+        ga: 0.0,
+        pa: 0.0,
+        fga: 0.0,
+        fta: 0.0,
+        true_templates: 0,
+    };
+    let mut n = 0usize;
+    for s in xs {
+        m.ga += s.ga;
+        m.pa += s.pa;
+        m.fga += s.fga;
+        m.fta += s.fta;
+        m.true_templates += s.true_templates;
+        n += 1;
+    }
+    if n > 0 {
+        let k = n as f64;
+        m.ga /= k;
+        m.pa /= k;
+        m.fga /= k;
+        m.fta /= k;
+    }
+    m
 }
 
 /// Scores every system of `formats` found under `dir` with one miner configuration and
@@ -163,169 +330,45 @@ pub fn evaluate(
     config: &MinerConfig,
     threads: usize,
 ) -> Result<LoghubReport, LoghubError> {
-    let mut report = LoghubReport {
-        systems: Vec::new(),
-        missing: Vec::new(),
-    };
-    for f in formats {
-        let log = dir.join(&f.system).join(format!("{}_2k.log", f.system));
-        if !log.exists() {
-            report.missing.push(f.system.clone());
-            continue;
-        }
-        report.systems.push(evaluate_system(
-            &f.system, &log, &f.pattern, config, threads,
-        )?);
-    }
-    Ok(report)
+    let (systems, missing) = load_folder(dir, formats)?;
+    let scores = systems
+        .iter()
+        .map(|s| s.score(config, threads))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(LoghubReport::new(scores, missing))
 }
 
-/// Scores one log file against the `_structured.csv` next to it.
-pub fn evaluate_system(
-    system: &str,
-    log: &Path,
-    pattern: &str,
-    config: &MinerConfig,
-    threads: usize,
-) -> Result<SystemScore, LoghubError> {
-    let data_err = |p: &Path, m: String| LoghubError::Data {
-        path: p.display().to_string(),
-        message: m,
-    };
-    let bytes = std::fs::read(log).map_err(|e| data_err(log, e.to_string()))?;
-    let (lines, _) = read_lines(&bytes, DEFAULT_MAX_LINE_BYTES);
-    let format = LogFormat::parse(pattern)?;
-    let mut unmatched = 0;
-    let contents: Vec<&str> = lines
-        .iter()
-        .map(|l| match format.parse_line(l) {
-            Some(p) => p.content,
-            None => {
-                unmatched += 1;
-                l.trim()
-            }
-        })
-        .collect();
-    let truth_path = PathBuf::from(format!("{}_structured.csv", log.display()));
-    let truth = read_truth(&truth_path)?;
-    if truth.len() != contents.len() {
-        return Err(data_err(
-            &truth_path,
-            format!(
-                "{} label rows for {} log lines",
-                truth.len(),
-                contents.len()
-            ),
-        ));
-    }
-    let (miner, ids) = mine_parallel(&contents, config, threads)?;
-    let predicted_templates: Vec<String> = ids
-        .iter()
-        .map(|&id| miner.template(id).map(|t| t.text).unwrap_or_default())
-        .collect();
-    let true_ids: Vec<&str> = truth.iter().map(|(id, _)| id.as_str()).collect();
-    let ga = grouping_accuracy(&ids, &true_ids);
-    let pa = parsing_accuracy(
-        &predicted_templates,
-        &truth.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>(),
-    );
-    let mut distinct: Vec<&str> = true_ids.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    Ok(SystemScore {
-        system: system.to_string(),
-        lines: contents.len(),
-        ga,
-        pa,
-        templates: miner.template_count(),
-        true_templates: distinct.len(),
-        unmatched,
-    })
-}
-
-/// `(EventId, EventTemplate)` per row of a structured CSV.
-fn read_truth(path: &Path) -> Result<Vec<(String, String)>, LoghubError> {
-    let data_err = |m: String| LoghubError::Data {
-        path: path.display().to_string(),
-        message: m,
-    };
-    let mut reader = csv::Reader::from_path(path).map_err(|e| data_err(e.to_string()))?;
-    let headers = reader
-        .headers()
-        .map_err(|e| data_err(e.to_string()))?
-        .clone();
+/// Per-row labels of a structured CSV: rows grouped by the `key` column, with their
+/// `EventTemplate`; there must be `expected` rows.
+fn read_labels(path: &Path, key: &str, expected: usize) -> Result<Labels, LoghubError> {
+    let err = |m: String| data_err(path, m);
+    let mut reader = csv::Reader::from_path(path).map_err(|e| err(e.to_string()))?;
+    let headers = reader.headers().map_err(|e| err(e.to_string()))?.clone();
     let col = |name: &str| {
         headers
             .iter()
             .position(|h| h == name)
-            .ok_or_else(|| data_err(format!("no `{name}` column")))
+            .ok_or_else(|| err(format!("no `{name}` column")))
     };
-    let (id_col, tpl_col) = (col("EventId")?, col("EventTemplate")?);
-    let mut out = Vec::new();
+    let (key_col, tpl_col) = (col(key)?, col("EventTemplate")?);
+    let mut rows: Vec<(String, String)> = Vec::new();
     for rec in reader.records() {
-        let rec = rec.map_err(|e| data_err(e.to_string()))?;
-        out.push((
-            rec.get(id_col).unwrap_or_default().to_string(),
+        let rec = rec.map_err(|e| err(e.to_string()))?;
+        rows.push((
+            rec.get(key_col).unwrap_or_default().to_string(),
             rec.get(tpl_col).unwrap_or_default().to_string(),
         ));
     }
-    Ok(out)
-}
-
-/// Grouping accuracy of predicted group ids against true labels (equal lengths; 0 when empty).
-pub fn grouping_accuracy<P, T>(predicted: &[P], truth: &[T]) -> f64
-where
-    P: std::hash::Hash + Eq,
-    T: std::hash::Hash + Eq,
-{
-    if predicted.is_empty() || predicted.len() != truth.len() {
-        return 0.0;
+    if rows.len() != expected {
+        return Err(err(format!(
+            "{} label rows for {} log lines",
+            rows.len(),
+            expected
+        )));
     }
-    let mut true_size: HashMap<&T, usize> = HashMap::new();
-    for t in truth {
-        *true_size.entry(t).or_default() += 1;
-    }
-    // For each predicted group: its size and whether all its lines share one true label.
-    let mut groups: HashMap<&P, (usize, Option<&T>, bool)> = HashMap::new();
-    for (p, t) in predicted.iter().zip(truth) {
-        let g = groups.entry(p).or_insert((0, Some(t), true));
-        g.0 += 1;
-        if g.1 != Some(t) {
-            g.2 = false;
-        }
-    }
-    let correct: usize = groups
-        .values()
-        .filter(|(size, label, pure)| {
-            *pure && label.is_some_and(|l| true_size.get(l) == Some(size))
-        })
-        .map(|(size, _, _)| size)
-        .sum();
-    correct as f64 / predicted.len() as f64
-}
-
-/// Parsing accuracy: share of lines whose normalised predicted template equals the truth.
-pub fn parsing_accuracy(predicted: &[String], truth: &[String]) -> f64 {
-    if predicted.is_empty() || predicted.len() != truth.len() {
-        return 0.0;
-    }
-    let ok = predicted
-        .iter()
-        .zip(truth)
-        .filter(|(p, t)| normalize_template(p) == normalize_template(t))
-        .count();
-    ok as f64 / predicted.len() as f64
-}
-
-fn normalize_template(t: &str) -> String {
-    let mut s = t.split_whitespace().collect::<Vec<_>>().join(" ");
-    while s.contains("<*><*>") {
-        s = s.replace("<*><*>", "<*>");
-    }
-    while s.contains("<*> <*>") {
-        s = s.replace("<*> <*>", "<*>");
-    }
-    s
+    Ok(Labels::from_rows(
+        rows.iter().map(|(k, t)| (k.as_str(), t.as_str())),
+    ))
 }
 
 /// The one configuration used for every system.
@@ -342,24 +385,6 @@ pub fn mine_ids(lines: &[&str], config: &MinerConfig) -> Vec<TemplateId> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ga_definition() {
-        // Truth: {0,1} {2} ; predicted {0,1,2} -> all wrong.
-        assert_eq!(grouping_accuracy(&[1, 1, 1], &["a", "a", "b"]), 0.0);
-        // Predicted {0,1} {2} -> all right.
-        assert_eq!(grouping_accuracy(&[1, 1, 2], &["a", "a", "b"]), 1.0);
-        // Predicted {0} {1} {2} -> only line 2 right.
-        assert!((grouping_accuracy(&[1, 2, 3], &["a", "a", "b"]) - 1.0 / 3.0).abs() < 1e-12);
-        assert_eq!(grouping_accuracy::<u8, u8>(&[], &[]), 0.0);
-    }
-
-    #[test]
-    fn pa_normalises() {
-        let p = vec!["a <*> <*> b".to_string(), "x".to_string()];
-        let t = vec!["a  <*> b".to_string(), "y".to_string()];
-        assert_eq!(parsing_accuracy(&p, &t), 0.5);
-    }
 
     #[test]
     fn formats_table() {
