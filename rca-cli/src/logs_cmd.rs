@@ -2,14 +2,13 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use rca_core::logs::{LogSegmenter, TemplateMiner};
+use rca_core::logs::TemplateMiner;
 use rca_tools::logs::{
-    DEFAULT_MAX_LINE_BYTES, LogFormat, MineOptions, MinedLog, MinerConfig, SegmentConfig,
-    SemanticSegmenter, mine_file, read_lines,
+    DEFAULT_MAX_LINE_BYTES, LineReader, LogFormat, MineOptions, MinedLog, MinerConfig,
+    SegmentConfig, SegmentStream, mine_file,
 };
 
 use rca_llm::{HashingConfig, HashingEmbedder};
@@ -67,6 +66,9 @@ struct SegmentArgs {
     /// Distance decay exp(-d / tau).
     #[arg(long, default_value_t = 1.0)]
     tau: f64,
+    /// Lines segmented together; memory grows with this times the window, not with the log.
+    #[arg(long, default_value_t = SegmentConfig::default().chunk_lines)]
+    chunk_lines: usize,
     /// Print the blocks as JSON.
     #[arg(long)]
     json: bool,
@@ -89,36 +91,81 @@ pub async fn run(args: LogsArgs) -> Result<()> {
     }
 }
 
-/// Reads the file, reports repairs on stderr, and returns the message bodies.
-fn load(input: &InputArgs) -> Result<Vec<String>> {
-    let bytes = std::fs::read(&input.file)
-        .with_context(|| format!("cannot read {}", input.file.display()))?;
-    let (lines, notes) = read_lines(&bytes, input.max_line_bytes.max(1));
-    if !notes.is_clean() || notes.lines == 0 {
-        eprintln!("{notes}");
-    }
-    let Some(pattern) = &input.format else {
-        return Ok(lines);
-    };
-    let format = LogFormat::parse(pattern)?;
-    let mut unmatched = 0usize;
-    let bodies = lines
-        .iter()
-        .map(|l| match format.parse_line(l) {
-            Some(p) => p.content.to_string(),
-            None => {
-                unmatched += 1;
-                l.clone()
-            }
+/// The repaired message bodies of the input file, one at a time (memory bounded by one line).
+struct BodyReader {
+    reader: LineReader<std::io::BufReader<std::fs::File>>,
+    format: Option<LogFormat>,
+    path: PathBuf,
+    lines: usize,
+    unmatched: usize,
+}
+
+impl BodyReader {
+    fn open(input: &InputArgs) -> Result<Self> {
+        let file = std::fs::File::open(&input.file)
+            .with_context(|| format!("cannot read {}", input.file.display()))?;
+        Ok(BodyReader {
+            reader: LineReader::new(
+                std::io::BufReader::with_capacity(1 << 16, file),
+                input.max_line_bytes.max(1),
+            ),
+            format: input.format.as_deref().map(LogFormat::parse).transpose()?,
+            path: input.file.clone(),
+            lines: 0,
+            unmatched: 0,
         })
-        .collect();
-    if unmatched > 0 {
-        eprintln!(
-            "note: {unmatched} of {} lines did not match the format; their whole line was mined",
-            lines.len()
-        );
     }
-    Ok(bodies)
+
+    /// The next body (the `<Content>` field, or the whole line when there is no format or
+    /// the line does not match it).
+    fn next_body(&mut self) -> Result<Option<String>> {
+        let Some(line) = self
+            .reader
+            .next_line()
+            .with_context(|| format!("cannot read {}", self.path.display()))?
+        else {
+            return Ok(None);
+        };
+        self.lines += 1;
+        let body = match self.format.as_ref().map(|f| f.parse_line(&line)) {
+            Some(Some(p)) => p.content.to_string(),
+            Some(None) => {
+                self.unmatched += 1;
+                line.into_owned()
+            }
+            None => line.into_owned(),
+        };
+        Ok(Some(body))
+    }
+
+    /// Reports repairs and unmatched lines on stderr; returns the number of lines.
+    fn finish(self) -> usize {
+        let notes = self.reader.into_notes();
+        if !notes.is_clean() || notes.lines == 0 {
+            eprintln!("{notes}");
+        }
+        if self.unmatched > 0 {
+            eprintln!(
+                "note: {} of {} lines did not match the format; their whole line was mined",
+                self.unmatched, self.lines
+            );
+        }
+        self.lines
+    }
+}
+
+/// Peak resident memory of this process in MiB (Linux `VmHWM`), when the system reports it.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
 }
 
 fn templates(a: TemplatesArgs) -> Result<()> {
@@ -215,35 +262,57 @@ fn stats_line(mined: &MinedLog, threads: usize) -> String {
 }
 
 async fn segment(a: SegmentArgs) -> Result<()> {
-    let bodies = load(&a.input)?;
     let config = SegmentConfig {
         window: a.window,
         tau: a.tau,
+        chunk_lines: a.chunk_lines,
         ..SegmentConfig::default()
     };
-    let embedder = Arc::new(HashingEmbedder::new(HashingConfig::default()));
-    let segmenter = SemanticSegmenter::new(embedder, config);
-    let blocks = segmenter.segment(&bodies).await?;
+    let embedder = HashingEmbedder::new(HashingConfig::default());
+    let started = std::time::Instant::now();
+    // Lines are pushed as they are read; the stream segments each full chunk, so memory is
+    // bounded by the chunk, the window and the templates, not by the log.
+    let mut stream = SegmentStream::new(&embedder, config);
+    let mut reader = BodyReader::open(&a.input)?;
+    while let Some(body) = reader.next_body()? {
+        stream.push(&body).await?;
+    }
+    let lines = reader.finish();
+    let templates = stream.templates();
+    let blocks = stream.finish().await?;
+    eprintln!(
+        "stats: lines={lines} blocks={} templates={templates} seconds={:.3} peak_rss_mib={}",
+        blocks.len(),
+        started.elapsed().as_secs_f64(),
+        peak_rss_mib().map_or("na".to_string(), |m| format!("{m:.1}"))
+    );
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&blocks)?)?;
         return Ok(out.flush()?);
     }
-    writeln!(out, "{} blocks over {} lines", blocks.len(), bodies.len())?;
-    for b in &blocks {
-        let first: String = bodies
-            .get(b.start)
-            .map(|l| l.chars().take(100).collect())
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "lines {}-{} ({} lines, community {}): {first}",
-            b.start + 1,
-            b.end,
-            b.len(),
-            b.community
-        )?;
+    writeln!(out, "{} blocks over {lines} lines", blocks.len())?;
+    // A second pass over the file prints the first line of each block.
+    let mut reader = BodyReader::open(&a.input)?;
+    let mut index = 0usize;
+    let mut next = blocks.iter().peekable();
+    while let Some(body) = reader.next_body()? {
+        if let Some(b) = next.peek()
+            && b.start == index
+        {
+            let first: String = body.chars().take(100).collect();
+            writeln!(
+                out,
+                "lines {}-{} ({} lines, community {}): {first}",
+                b.start + 1,
+                b.end,
+                b.len(),
+                b.community
+            )?;
+            next.next();
+        }
+        index += 1;
     }
     Ok(out.flush()?)
 }

@@ -149,8 +149,9 @@ fn decode<'a>(bytes: &'a [u8], truncated: bool, notes: &mut InputNotes) -> Cow<'
 }
 
 /// Reads repaired lines from a buffered reader one at a time, holding at most
-/// `max_line_bytes + 1` bytes of a line in memory however long the line is.
-pub(crate) struct LineReader<R> {
+/// `max_line_bytes + 1` bytes of a line in memory however long the line is; the repairs are
+/// those of [`read_lines`], counted in [`LineReader::into_notes`].
+pub struct LineReader<R> {
     inner: R,
     max_line_bytes: usize,
     buf: Vec<u8>,
@@ -160,7 +161,7 @@ pub(crate) struct LineReader<R> {
 
 impl<R: BufRead> LineReader<R> {
     /// A reader over `inner` with the truncation cap `max_line_bytes`.
-    pub(crate) fn new(inner: R, max_line_bytes: usize) -> Self {
+    pub fn new(inner: R, max_line_bytes: usize) -> Self {
         LineReader {
             inner,
             max_line_bytes,
@@ -171,7 +172,7 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// The next repaired line, `None` at the end of the input.
-    pub(crate) fn next_line(&mut self) -> io::Result<Option<Cow<'_, str>>> {
+    pub fn next_line(&mut self) -> io::Result<Option<Cow<'_, str>>> {
         self.buf.clear();
         let keep = self.max_line_bytes.saturating_add(1);
         let mut full_len = 0usize;
@@ -216,7 +217,7 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// What was repaired so far.
-    pub(crate) fn into_notes(self) -> InputNotes {
+    pub fn into_notes(self) -> InputNotes {
         self.notes
     }
 }

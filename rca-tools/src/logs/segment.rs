@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use petgraph::graph::UnGraph;
 use rca_core::EmbedError;
 use rca_core::embed::{Embedder, normalize};
 use rca_core::logs::{LogBlock, LogSegmenter, TemplateMiner};
@@ -26,6 +25,10 @@ pub struct SegmentConfig {
     pub resolution: f64,
     /// Seed of the Louvain visiting order.
     pub seed: u64,
+    /// Lines segmented together (at least `window`). Memory grows with this times `window`,
+    /// never with the length of the log: a longer log is segmented chunk by chunk, and a
+    /// block that continues across a chunk boundary is joined (see [`SegmentStream`]).
+    pub chunk_lines: usize,
 }
 
 impl Default for SegmentConfig {
@@ -35,81 +38,267 @@ impl Default for SegmentConfig {
             tau: 1.0,
             resolution: 1.0,
             seed: 0x5eed,
+            chunk_lines: 4096,
         }
     }
 }
 
 /// Splits `lines` into contiguous blocks of related lines, embedding each distinct template
-/// once through `embedder`.
+/// once through `embedder` (a [`SegmentStream`] over the slice).
 pub async fn segment_lines(
     lines: &[String],
     embedder: &dyn Embedder,
     config: &SegmentConfig,
 ) -> Result<Vec<LogBlock>, EmbedError> {
-    if lines.is_empty() {
-        return Ok(Vec::new());
+    let mut stream = SegmentStream::new(embedder, config.clone());
+    for l in lines {
+        stream.push(l).await?;
     }
-    let mut miner = OnlineMiner::new(MinerConfig::default());
-    let ids: Vec<u64> = lines.iter().map(|l| miner.ingest(l).template_id).collect();
-    let ids: Vec<u64> = ids
-        .iter()
-        .map(|&id| miner.resolve(id).unwrap_or(id))
-        .collect();
-    let mut slot: FxHashMap<u64, usize> = FxHashMap::default();
-    let mut texts = Vec::new();
-    let line_slot: Vec<usize> = ids
-        .iter()
-        .map(|&id| {
-            *slot.entry(id).or_insert_with(|| {
-                texts.push(miner.template(id).map(|t| t.text).unwrap_or_default());
-                texts.len() - 1
-            })
-        })
-        .collect();
-    let mut vectors = embedder.embed(&texts).await?;
-    if vectors.len() != texts.len() {
-        return Err(EmbedError::Failed {
-            message: format!(
-                "embedder returned {} vectors for {} texts",
-                vectors.len(),
-                texts.len()
-            ),
-        });
-    }
-    vectors.iter_mut().for_each(|v| normalize(v));
-    // Cosine of every pair of distinct templates that meet inside the window, memoised.
-    let mut cos_cache: FxHashMap<(usize, usize), f64> = FxHashMap::default();
-    let mut cos = |a: usize, b: usize| -> f64 {
-        let key = (a.min(b), a.max(b));
-        *cos_cache.entry(key).or_insert_with(|| {
-            let (x, y) = (&vectors[key.0], &vectors[key.1]);
-            if x.len() != y.len() {
-                return 0.0;
-            }
-            f64::from(x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>())
-        })
-    };
-    let n = lines.len();
-    let tau = if config.tau > 0.0 { config.tau } else { 1.0 };
-    let decay: Vec<f64> = (0..=config.window)
-        .map(|d| (-(d as f64) / tau).exp())
-        .collect();
-    let mut graph: UnGraph<(), f64> = UnGraph::with_capacity(n, n * config.window.min(n));
-    let nodes: Vec<_> = (0..n).map(|_| graph.add_node(())).collect();
-    for i in 0..n {
-        for j in i + 1..n.min(i + config.window + 1) {
-            let w = cos(line_slot[i], line_slot[j]).max(0.0) * decay[j - i];
-            if w > 0.0 {
-                graph.add_edge(nodes[i], nodes[j], w);
-            }
+    stream.finish().await
+}
+
+/// Segmentation of a log of any length in bounded memory: lines are pushed one at a time
+/// and mined into templates at once; every `chunk_lines` lines the chunk is segmented
+/// (RCAgent Algorithm 1: window graph, Louvain, overlap removal). What is kept between
+/// chunks is the miner (bounded by the templates), one unit vector per template, the
+/// blocks found so far, and the template ids of the last block's final `window` lines.
+///
+/// At a chunk boundary, the last block of the earlier chunk and the first block of the next
+/// are joined when the lines on either side are at least as similar to each other as the
+/// lines of each side are among themselves (mean cosine of their templates): a block that
+/// runs across the boundary stays one block, and nothing here is a tuned threshold.
+pub struct SegmentStream<'e> {
+    embedder: &'e dyn Embedder,
+    config: SegmentConfig,
+    miner: OnlineMiner,
+    vectors: FxHashMap<u64, Vec<f32>>,
+    chunk: Vec<u64>,
+    offset: usize,
+    communities: usize,
+    blocks: Vec<LogBlock>,
+    tail: Vec<u64>,
+}
+
+impl<'e> SegmentStream<'e> {
+    /// A stream embedding through `embedder`.
+    pub fn new(embedder: &'e dyn Embedder, mut config: SegmentConfig) -> Self {
+        config.window = config.window.max(1);
+        config.chunk_lines = config.chunk_lines.max(config.window);
+        SegmentStream {
+            embedder,
+            miner: OnlineMiner::new(MinerConfig::default()),
+            vectors: FxHashMap::default(),
+            chunk: Vec::with_capacity(config.chunk_lines),
+            offset: 0,
+            communities: 0,
+            blocks: Vec::new(),
+            tail: Vec::new(),
+            config,
         }
     }
-    let mut adj = Adjacency::with_nodes(n);
-    for e in graph.raw_edges() {
-        adj.add_edge(e.source().index(), e.target().index(), e.weight);
+
+    /// Adds the next line; segments the chunk when it is full.
+    pub async fn push(&mut self, line: &str) -> Result<(), EmbedError> {
+        self.chunk.push(self.miner.ingest(line).template_id);
+        if self.chunk.len() >= self.config.chunk_lines {
+            self.flush().await?;
+        }
+        Ok(())
     }
-    let community = louvain(&adj, config.resolution, config.seed);
-    Ok(remove_overlaps(&community))
+
+    /// Lines pushed so far.
+    pub fn lines(&self) -> usize {
+        self.offset + self.chunk.len()
+    }
+
+    /// Templates held (the miner's live templates).
+    pub fn templates(&self) -> usize {
+        self.miner.template_count()
+    }
+
+    /// Segments what is left and returns every block, in order, covering every line once.
+    pub async fn finish(mut self) -> Result<Vec<LogBlock>, EmbedError> {
+        self.flush().await?;
+        Ok(self.blocks)
+    }
+
+    /// Embeds the templates of the chunk that have no vector yet (one batch).
+    async fn embed_missing(&mut self) -> Result<(), EmbedError> {
+        let mut missing: Vec<u64> = Vec::new();
+        for &id in &self.chunk {
+            if !self.vectors.contains_key(&id) && !missing.contains(&id) {
+                missing.push(id);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let texts: Vec<String> = missing
+            .iter()
+            .map(|&id| self.miner.template(id).map(|t| t.text).unwrap_or_default())
+            .collect();
+        let vectors = self.embedder.embed(&texts).await?;
+        if vectors.len() != texts.len() {
+            return Err(EmbedError::Failed {
+                message: format!(
+                    "embedder returned {} vectors for {} texts",
+                    vectors.len(),
+                    texts.len()
+                ),
+            });
+        }
+        for (id, mut v) in missing.into_iter().zip(vectors) {
+            normalize(&mut v);
+            self.vectors.insert(id, v);
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), EmbedError> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        // Ids merged since they were issued resolve to their survivor.
+        let miner = &self.miner;
+        self.chunk
+            .iter_mut()
+            .for_each(|id| *id = miner.resolve(*id).unwrap_or(*id));
+        self.tail
+            .iter_mut()
+            .for_each(|id| *id = miner.resolve(*id).unwrap_or(*id));
+        self.embed_missing().await?;
+        let mut cos = PairCosines::new(&self.vectors);
+        let n = self.chunk.len();
+        let tau = if self.config.tau > 0.0 {
+            self.config.tau
+        } else {
+            1.0
+        };
+        let window = self.config.window;
+        let decay: Vec<f64> = (0..=window).map(|d| (-(d as f64) / tau).exp()).collect();
+        let mut adj = Adjacency::with_nodes(n);
+        for i in 0..n {
+            for j in i + 1..n.min(i + window + 1) {
+                let w = cos.get(self.chunk[i], self.chunk[j]).max(0.0) * decay[j - i];
+                if w > 0.0 {
+                    adj.add_edge(i, j, w);
+                }
+            }
+        }
+        let community = louvain(&adj, self.config.resolution, self.config.seed);
+        drop(adj);
+        let local = remove_overlaps(&community);
+        let base = self.communities;
+        self.communities += local.iter().map(|b| b.community + 1).max().unwrap_or(0);
+        let mut local = local.into_iter().map(|b| LogBlock {
+            start: b.start + self.offset,
+            end: b.end + self.offset,
+            community: b.community + base,
+        });
+        if let Some(first) = local.next() {
+            let join = !self.blocks.is_empty() && {
+                let head = &self.chunk[..(first.end - first.start).min(window)];
+                continues(&mut cos, &self.tail, head)
+            };
+            match self.blocks.last_mut() {
+                Some(prev) if join => prev.end = first.end,
+                _ => self.blocks.push(first),
+            }
+        }
+        self.blocks.extend(local);
+        // The last block's final lines, for the join at the next boundary.
+        if let Some(last) = self.blocks.last() {
+            let chunk_end = self.offset + n;
+            let from = last
+                .start
+                .max(self.offset)
+                .max(chunk_end.saturating_sub(window));
+            let keep: Vec<u64> = self.chunk[from - self.offset..].to_vec();
+            if last.start < self.offset && keep.len() < window {
+                // The block began in an earlier chunk: keep its older lines too.
+                let need = window - keep.len();
+                let older = self.tail.len().saturating_sub(need);
+                let mut t = self.tail[older..].to_vec();
+                t.extend(keep);
+                self.tail = t;
+            } else {
+                self.tail = keep;
+            }
+        }
+        self.offset += n;
+        self.chunk.clear();
+        Ok(())
+    }
+}
+
+/// Whether the lines after a boundary (`head`) continue the block before it (`tail`): their
+/// mean cross cosine is at least the lower of the two sides' mean inner cosines.
+fn continues(cos: &mut PairCosines<'_>, tail: &[u64], head: &[u64]) -> bool {
+    if tail.is_empty() || head.is_empty() {
+        return false;
+    }
+    let counts = |ids: &[u64]| {
+        let mut c: Vec<(u64, f64)> = Vec::new();
+        for &id in ids {
+            match c.iter_mut().find(|(x, _)| *x == id) {
+                Some((_, n)) => *n += 1.0,
+                None => c.push((id, 1.0)),
+            }
+        }
+        c
+    };
+    let (a, b) = (counts(tail), counts(head));
+    let mut cross = 0.0;
+    for &(x, nx) in &a {
+        for &(y, ny) in &b {
+            cross += nx * ny * cos.get(x, y);
+        }
+    }
+    cross /= (tail.len() * head.len()) as f64;
+    let mut inner = |c: &[(u64, f64)], n: usize| {
+        if n < 2 {
+            return 1.0;
+        }
+        let mut sum = 0.0;
+        for &(x, nx) in c {
+            for &(y, ny) in c {
+                let pairs = if x == y { nx * (nx - 1.0) } else { nx * ny };
+                sum += pairs * cos.get(x, y);
+            }
+        }
+        sum / (n * (n - 1)) as f64
+    };
+    let within = inner(&a, tail.len()).min(inner(&b, head.len()));
+    cross + 1e-9 >= within
+}
+
+/// Cosines of template pairs (unit vectors), memoised for one chunk.
+struct PairCosines<'v> {
+    vectors: &'v FxHashMap<u64, Vec<f32>>,
+    memo: FxHashMap<(u64, u64), f64>,
+}
+
+impl<'v> PairCosines<'v> {
+    fn new(vectors: &'v FxHashMap<u64, Vec<f32>>) -> Self {
+        PairCosines {
+            vectors,
+            memo: FxHashMap::default(),
+        }
+    }
+
+    fn get(&mut self, a: u64, b: u64) -> f64 {
+        let key = (a.min(b), a.max(b));
+        let vectors = self.vectors;
+        *self
+            .memo
+            .entry(key)
+            .or_insert_with(|| match (vectors.get(&key.0), vectors.get(&key.1)) {
+                (Some(x), Some(y)) if x.len() == y.len() => {
+                    f64::from(x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>())
+                }
+                _ => 0.0,
+            })
+    }
 }
 
 /// Greedy overlap removal: communities, largest first (ties: earliest first), claim the
@@ -252,6 +441,83 @@ pub(crate) mod tests {
             .await
             .unwrap();
         assert_eq!(blocks, again);
+    }
+
+    fn covers_in_order(blocks: &[LogBlock], n: usize) {
+        let mut pos = 0;
+        for b in blocks {
+            assert_eq!(b.start, pos, "{blocks:?}");
+            assert!(b.end > b.start);
+            pos = b.end;
+        }
+        assert_eq!(pos, n);
+    }
+
+    #[tokio::test]
+    async fn a_block_running_across_chunk_boundaries_stays_one_block() {
+        let config = SegmentConfig {
+            window: 20,
+            chunk_lines: 100,
+            ..SegmentConfig::default()
+        };
+        let lines: Vec<String> = (0..1000).map(|_| "heartbeat ok from pool".into()).collect();
+        let blocks = segment_lines(&lines, &TestWordEmbedder, &config)
+            .await
+            .unwrap();
+        covers_in_order(&blocks, lines.len());
+        assert!(
+            blocks.iter().all(|b| b.start == 0 || b.start % 100 != 0),
+            "a chunk boundary cut a run of one template: {blocks:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn phases_are_found_inside_chunks_and_boundaries_join_only_alike_lines() {
+        let config = SegmentConfig {
+            window: 20,
+            chunk_lines: 100,
+            ..SegmentConfig::default()
+        };
+        // Phase A runs past the first chunk boundary (100); phase B starts at 150 and runs
+        // past the second (200), where it must continue; phase C starts exactly at 300, a
+        // boundary, where the blocks must not join.
+        let mut lines = Vec::new();
+        for i in 0..150 {
+            lines.push(format!("disk sda{} read error sector {}", i % 3, i * 7));
+        }
+        for i in 150..300 {
+            lines.push(format!("user login accepted session {i} opened"));
+        }
+        for i in 300..400 {
+            lines.push(format!("cache eviction finished in {i} ms"));
+        }
+        let blocks = segment_lines(&lines, &TestWordEmbedder, &config)
+            .await
+            .unwrap();
+        covers_in_order(&blocks, lines.len());
+        let starts: Vec<usize> = blocks.iter().map(|b| b.start).collect();
+        assert!(starts.contains(&150), "{blocks:?}");
+        assert!(starts.contains(&300), "{blocks:?}");
+        assert!(
+            !starts.contains(&100) && !starts.contains(&200),
+            "{blocks:?}"
+        );
+        // The whole log at once (one chunk) finds the same phase starts.
+        let whole = segment_lines(
+            &lines,
+            &TestWordEmbedder,
+            &SegmentConfig {
+                window: 20,
+                ..SegmentConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let whole_starts: Vec<usize> = whole.iter().map(|b| b.start).collect();
+        assert!(
+            whole_starts.contains(&150) && whole_starts.contains(&300),
+            "{whole:?}"
+        );
     }
 
     #[tokio::test]
