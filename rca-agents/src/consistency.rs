@@ -17,11 +17,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use rca_core::consistency::{AggregateError, Aggregated, Aggregator};
-use rca_core::embed::{Embedder, cosine, mean_vector};
+use rca_core::embed::Embedder;
 use rca_core::incident::Incident;
 use rca_core::llm::{ChatModel, CompletionRequest, Message};
 use rca_core::trajectory::{DiagnosisReport, Outcome, Responsibility};
 use rca_core::{LlmError, Usage};
+use rca_llm::vectors::EmbeddingMatrix;
 use serde::{Deserialize, Serialize};
 
 use crate::react::{Cancellation, DriveEnd, ReactAgent, ReactRun, Sampling};
@@ -46,15 +47,10 @@ impl Aggregator for EmbeddingVote {
             return Err(AggregateError::Empty);
         }
         let vectors = self.embedder.embed(candidates).await?;
-        let mean = mean_vector(&vectors).ok_or(AggregateError::Empty)?;
-        let mut best = (0usize, f32::NEG_INFINITY);
-        for (i, v) in vectors.iter().enumerate() {
-            let s = cosine(v, &mean);
-            // Strictly greater: ties keep the lower index.
-            if s > best.1 {
-                best = (i, s);
-            }
-        }
+        // The sample closest to the mean of the unit embeddings (ties: the lower index).
+        let best = EmbeddingMatrix::from_rows(&vectors)?
+            .central()
+            .ok_or(AggregateError::Empty)?;
         Ok(Aggregated {
             text: candidates[best.0].clone(),
             chosen: Some(best.0),

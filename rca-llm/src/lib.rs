@@ -9,6 +9,9 @@
 //! - JSON repair and regeneration ([`json`]) and redaction of secrets ([`redact`]);
 //! - embedders implementing [`rca_core::embed::Embedder`]: [`HashingEmbedder`] (pure Rust, the
 //!   default) and `FastEmbedder` (all-MiniLM-L6-v2 through ONNX Runtime, feature `fastembed`);
+//! - embedding matrices ([`vectors::EmbeddingMatrix`]): batch cosine, nearest neighbours and
+//!   similarity graphs as matrix products, used by segmentation, long-term memory, the
+//!   self-consistency vote and tool selection;
 //! - getting JSON out of model output: local repair and JsonRegen via YAML ([`json`]).
 //!
 //! No reqwest, fastembed or ort type appears in a public signature.
@@ -30,6 +33,7 @@ pub mod replay;
 pub mod retry;
 pub mod scripted;
 pub mod traced;
+pub mod vectors;
 
 pub use backoff::RetryPolicy;
 pub use cassette::{Cassette, CassetteError, ModelProvenance};

@@ -5,8 +5,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use rca_core::StoreError;
-use rca_core::embed::cosine;
 use rca_core::memory::{LongTermMemory, MemoryEntry};
+use rca_llm::vectors::EmbeddingMatrix;
 use serde::{Deserialize, Serialize};
 
 use super::{poisoned, write_atomic};
@@ -14,14 +14,40 @@ use super::{poisoned, write_atomic};
 /// The on-disk format version of [`DiskLongTermMemory`].
 pub const LTM_FORMAT_VERSION: u32 = 1;
 
-/// Entries and the dimension fixed by the first insert.
+/// Entries and the dimension fixed by the first insert; their vectors are also the rows of
+/// one matrix, so a search is one matrix-vector product.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Index {
     dimension: Option<usize>,
     entries: Vec<MemoryEntry>,
+    #[serde(skip)]
+    matrix: EmbeddingMatrix,
+}
+
+fn embed_err(e: rca_core::EmbedError) -> StoreError {
+    StoreError::Corrupt {
+        location: "long-term memory index".into(),
+        message: e.to_string(),
+    }
 }
 
 impl Index {
+    /// Rebuilds the matrix from the entries (after loading them from a file).
+    fn rebuild(mut self) -> Result<Self, StoreError> {
+        let rows: Vec<Vec<f32>> = self.entries.iter().map(|e| e.vector.clone()).collect();
+        self.matrix = EmbeddingMatrix::from_rows(&rows).map_err(embed_err)?;
+        if let Some(d) = self.dimension
+            && !self.entries.is_empty()
+            && d != self.matrix.dimension()
+        {
+            return Err(StoreError::DimensionMismatch {
+                expected: d,
+                found: self.matrix.dimension(),
+            });
+        }
+        Ok(self)
+    }
+
     fn insert(&mut self, entry: MemoryEntry) -> Result<(), StoreError> {
         match self.dimension {
             Some(d) if d != entry.vector.len() => {
@@ -32,9 +58,15 @@ impl Index {
             }
             _ => self.dimension = Some(entry.vector.len()),
         }
-        match self.entries.iter_mut().find(|e| e.id == entry.id) {
-            Some(existing) => *existing = entry,
-            None => self.entries.push(entry),
+        match self.entries.iter().position(|e| e.id == entry.id) {
+            Some(i) => {
+                self.matrix.set(i, &entry.vector).map_err(embed_err)?;
+                self.entries[i] = entry;
+            }
+            None => {
+                self.matrix.push(&entry.vector).map_err(embed_err)?;
+                self.entries.push(entry);
+            }
         }
         Ok(())
     }
@@ -48,23 +80,18 @@ impl Index {
                 found: vector.len(),
             });
         }
-        let mut scored: Vec<(usize, f32)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (i, cosine(&e.vector, vector)))
-            .collect();
         // Best first; ties keep insertion order.
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        Ok(scored
+        Ok(self
+            .matrix
+            .nearest(vector, k)
+            .map_err(embed_err)?
             .into_iter()
-            .take(k)
             .filter_map(|(i, s)| self.entries.get(i).map(|e| (e.clone(), s)))
             .collect())
     }
 }
 
-/// A vector index of past actions in memory (exact cosine search).
+/// A vector index of past actions in memory (exact cosine search as a matrix product).
 #[derive(Debug, Default)]
 pub struct InMemoryLongTermMemory {
     index: Mutex<Index>,
@@ -139,7 +166,7 @@ impl DiskLongTermMemory {
                         location,
                         message: e.to_string(),
                     })?;
-                file.index
+                file.index.rebuild()?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Index::default(),
             Err(e) => {

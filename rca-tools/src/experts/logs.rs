@@ -17,10 +17,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rca_core::embed::{Embedder, cosine};
+use rca_core::embed::Embedder;
 use rca_core::llm::{ChatModel, CompletionRequest, Message, Usage};
 use rca_core::logs::{LogBlock, LogSegmenter};
 use rca_core::source::Level;
+use rca_llm::vectors::EmbeddingMatrix;
 use serde::{Deserialize, Serialize};
 
 use super::ExpertError;
@@ -38,10 +39,12 @@ pub struct LogExample {
     pub analysis: String,
 }
 
-/// Past analyses, retrieved by the cosine similarity of their embedded logs.
+/// Past analyses, retrieved by the cosine similarity of their embedded logs (one row each of
+/// an [`EmbeddingMatrix`], so a lookup is one matrix-vector product).
 pub struct LogExampleStore {
     embedder: Arc<dyn Embedder>,
-    examples: Vec<(LogExample, Vec<f32>)>,
+    examples: Vec<LogExample>,
+    vectors: EmbeddingMatrix,
 }
 
 impl std::fmt::Debug for LogExampleStore {
@@ -58,6 +61,7 @@ impl LogExampleStore {
         LogExampleStore {
             embedder,
             examples: Vec::new(),
+            vectors: EmbeddingMatrix::default(),
         }
     }
 
@@ -73,7 +77,12 @@ impl LogExampleStore {
                 message: format!("{} vectors for {} examples", vectors.len(), examples.len()),
             }));
         }
-        self.examples.extend(examples.into_iter().zip(vectors));
+        let mut matrix = self.vectors.clone();
+        for v in &vectors {
+            matrix.push(v)?;
+        }
+        self.vectors = matrix;
+        self.examples.extend(examples);
         Ok(())
     }
 
@@ -100,17 +109,11 @@ impl LogExampleStore {
         let Some(v) = v.first() else {
             return Ok(Vec::new());
         };
-        let mut scored: Vec<(f32, usize)> = self
-            .examples
-            .iter()
-            .enumerate()
-            .map(|(i, (_, e))| (cosine(v, e), i))
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        Ok(scored
+        Ok(self
+            .vectors
+            .nearest(v, n)?
             .into_iter()
-            .take(n)
-            .filter_map(|(s, i)| self.examples.get(i).map(|(e, _)| (s, e.clone())))
+            .filter_map(|(i, s)| self.examples.get(i).map(|e| (s, e.clone())))
             .collect())
     }
 }

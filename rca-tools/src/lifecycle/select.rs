@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rca_core::EmbedError;
-use rca_core::embed::{Embedder, cosine};
+use rca_core::embed::Embedder;
+use rca_llm::vectors::EmbeddingMatrix;
 use serde::{Deserialize, Serialize};
 
 use super::error::LifecycleError;
@@ -146,15 +147,17 @@ impl ToolSelector {
         texts.push(task.to_string());
         let vectors = self.embeddings(&texts).await?;
         let task_vec = vectors.last().cloned().unwrap_or_default();
+        // One matrix-vector product: the task against every description and task text.
+        let sims = EmbeddingMatrix::from_rows(&vectors)?.similarities(&task_vec)?;
         let relevance: HashMap<&str, f32> = tools
             .iter()
             .zip(spans)
             .map(|(t, span)| {
-                let best = vectors
+                let best = sims
                     .get(span)
                     .unwrap_or_default()
                     .iter()
-                    .map(|v| cosine(&task_vec, v))
+                    .copied()
                     .fold(0.0f32, f32::max);
                 (t.name(), best)
             })

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rca_core::EmbedError;
-use rca_core::embed::{Embedder, normalize};
+use rca_core::embed::Embedder;
 use rca_core::logs::{LogBlock, LogSegmenter, TemplateMiner};
+use rca_llm::vectors::{EmbeddingMatrix, SimilarityMatrix};
 use rustc_hash::FxHashMap;
 
 use super::louvain::{Adjacency, louvain};
@@ -60,7 +61,7 @@ pub async fn segment_lines(
 /// Segmentation of a log of any length in bounded memory: lines are pushed one at a time
 /// and mined into templates at once; every `chunk_lines` lines the chunk is segmented
 /// (RCAgent Algorithm 1: window graph, Louvain, overlap removal). What is kept between
-/// chunks is the miner (bounded by the templates), one unit vector per template, the
+/// chunks is the miner (bounded by the templates), one vector per template, the
 /// blocks found so far, and the template ids of the last block's final `window` lines.
 ///
 /// At a chunk boundary, the last block of the earlier chunk and the first block of the next
@@ -147,8 +148,7 @@ impl<'e> SegmentStream<'e> {
                 ),
             });
         }
-        for (id, mut v) in missing.into_iter().zip(vectors) {
-            normalize(&mut v);
+        for (id, v) in missing.into_iter().zip(vectors) {
             self.vectors.insert(id, v);
         }
         Ok(())
@@ -167,7 +167,7 @@ impl<'e> SegmentStream<'e> {
             .iter_mut()
             .for_each(|id| *id = miner.resolve(*id).unwrap_or(*id));
         self.embed_missing().await?;
-        let mut cos = PairCosines::new(&self.vectors);
+        let sim = ChunkSimilarity::new(&self.vectors, self.tail.iter().chain(&self.chunk))?;
         let n = self.chunk.len();
         let tau = if self.config.tau > 0.0 {
             self.config.tau
@@ -176,10 +176,11 @@ impl<'e> SegmentStream<'e> {
         };
         let window = self.config.window;
         let decay: Vec<f64> = (0..=window).map(|d| (-(d as f64) / tau).exp()).collect();
+        let slots: Vec<Option<usize>> = self.chunk.iter().map(|id| sim.slot(*id)).collect();
         let mut adj = Adjacency::with_nodes(n);
         for i in 0..n {
             for j in i + 1..n.min(i + window + 1) {
-                let w = cos.get(self.chunk[i], self.chunk[j]).max(0.0) * decay[j - i];
+                let w = sim.get_slots(slots[i], slots[j]).max(0.0) * decay[j - i];
                 if w > 0.0 {
                     adj.add_edge(i, j, w);
                 }
@@ -198,7 +199,7 @@ impl<'e> SegmentStream<'e> {
         if let Some(first) = local.next() {
             let join = !self.blocks.is_empty() && {
                 let head = &self.chunk[..(first.end - first.start).min(window)];
-                continues(&mut cos, &self.tail, head)
+                continues(&sim, &self.tail, head)
             };
             match self.blocks.last_mut() {
                 Some(prev) if join => prev.end = first.end,
@@ -232,72 +233,80 @@ impl<'e> SegmentStream<'e> {
 }
 
 /// Whether the lines after a boundary (`head`) continue the block before it (`tail`): their
-/// mean cross cosine is at least the lower of the two sides' mean inner cosines.
-fn continues(cos: &mut PairCosines<'_>, tail: &[u64], head: &[u64]) -> bool {
+/// mean cross cosine is at least the lower of the two sides' mean inner cosines (over pairs
+/// of distinct lines).
+fn continues(sim: &ChunkSimilarity, tail: &[u64], head: &[u64]) -> bool {
     if tail.is_empty() || head.is_empty() {
         return false;
     }
-    let counts = |ids: &[u64]| {
-        let mut c: Vec<(u64, f64)> = Vec::new();
-        for &id in ids {
-            match c.iter_mut().find(|(x, _)| *x == id) {
-                Some((_, n)) => *n += 1.0,
-                None => c.push((id, 1.0)),
-            }
-        }
-        c
-    };
-    let (a, b) = (counts(tail), counts(head));
-    let mut cross = 0.0;
-    for &(x, nx) in &a {
-        for &(y, ny) in &b {
-            cross += nx * ny * cos.get(x, y);
-        }
-    }
-    cross /= (tail.len() * head.len()) as f64;
-    let mut inner = |c: &[(u64, f64)], n: usize| {
+    let (wa, wb) = (sim.weights(tail), sim.weights(head));
+    let cross = f64::from(sim.gram.weighted_mean(&wa, &wb));
+    let inner = |w: &[f32], n: usize| {
         if n < 2 {
             return 1.0;
         }
-        let mut sum = 0.0;
-        for &(x, nx) in c {
-            for &(y, ny) in c {
-                let pairs = if x == y { nx * (nx - 1.0) } else { nx * ny };
-                sum += pairs * cos.get(x, y);
+        let total: f64 = w.iter().map(|&x| f64::from(x)).sum();
+        let all = f64::from(sim.gram.weighted_mean(w, w)) * total * total;
+        let selves: f64 = w
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| f64::from(x) * f64::from(sim.gram.get(i, i)))
+            .sum();
+        (all - selves) / (n * (n - 1)) as f64
+    };
+    let within = inner(&wa, tail.len()).min(inner(&wb, head.len()));
+    cross + 1e-6 >= within
+}
+
+/// The cosine of every pair of templates met in one chunk (and the tail before it): one
+/// matrix product over their unit vectors.
+struct ChunkSimilarity {
+    slot: FxHashMap<u64, usize>,
+    gram: SimilarityMatrix,
+}
+
+impl ChunkSimilarity {
+    fn new<'a>(
+        vectors: &FxHashMap<u64, Vec<f32>>,
+        ids: impl Iterator<Item = &'a u64>,
+    ) -> Result<Self, EmbedError> {
+        let mut slot: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for &id in ids {
+            if slot.contains_key(&id) {
+                continue;
+            }
+            if let Some(v) = vectors.get(&id) {
+                slot.insert(id, rows.len());
+                rows.push(v.clone());
             }
         }
-        sum / (n * (n - 1)) as f64
-    };
-    let within = inner(&a, tail.len()).min(inner(&b, head.len()));
-    cross + 1e-9 >= within
-}
+        Ok(ChunkSimilarity {
+            slot,
+            gram: EmbeddingMatrix::from_rows(&rows)?.gram(),
+        })
+    }
 
-/// Cosines of template pairs (unit vectors), memoised for one chunk.
-struct PairCosines<'v> {
-    vectors: &'v FxHashMap<u64, Vec<f32>>,
-    memo: FxHashMap<(u64, u64), f64>,
-}
+    fn slot(&self, id: u64) -> Option<usize> {
+        self.slot.get(&id).copied()
+    }
 
-impl<'v> PairCosines<'v> {
-    fn new(vectors: &'v FxHashMap<u64, Vec<f32>>) -> Self {
-        PairCosines {
-            vectors,
-            memo: FxHashMap::default(),
+    fn get_slots(&self, a: Option<usize>, b: Option<usize>) -> f64 {
+        match (a, b) {
+            (Some(i), Some(j)) => f64::from(self.gram.get(i, j)),
+            _ => 0.0,
         }
     }
 
-    fn get(&mut self, a: u64, b: u64) -> f64 {
-        let key = (a.min(b), a.max(b));
-        let vectors = self.vectors;
-        *self
-            .memo
-            .entry(key)
-            .or_insert_with(|| match (vectors.get(&key.0), vectors.get(&key.1)) {
-                (Some(x), Some(y)) if x.len() == y.len() => {
-                    f64::from(x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>())
-                }
-                _ => 0.0,
-            })
+    /// Per-slot multiplicities of `ids` (the weights of [`SimilarityMatrix::weighted_mean`]).
+    fn weights(&self, ids: &[u64]) -> Vec<f32> {
+        let mut w = vec![0f32; self.gram.rows()];
+        for id in ids {
+            if let Some(&i) = self.slot.get(id) {
+                w[i] += 1.0;
+            }
+        }
+        w
     }
 }
 
