@@ -85,6 +85,32 @@ pub fn default_grid() -> Vec<MinerConfig> {
     grid
 }
 
+/// A short label of a configuration: the mechanisms it turns on and its two thresholds
+/// (`collapse+strict+names 6/3`).
+pub fn label(c: &MinerConfig) -> String {
+    let mut on: Vec<&str> = Vec::new();
+    for (flag, name) in [
+        (c.collapse_wildcards, "collapse"),
+        (c.strict_fit, "strict"),
+        (c.numbered_names, "names"),
+        (c.endpoints, "endpoints"),
+        (c.key_values, "key=value"),
+    ] {
+        if flag {
+            on.push(name);
+        }
+    }
+    let mechanisms = if on.is_empty() {
+        "base".to_string()
+    } else {
+        on.join("+")
+    };
+    format!(
+        "{mechanisms} {}/{}",
+        c.variable_threshold, c.value_threshold
+    )
+}
+
 /// Index of the grid entry with the highest mean GA over the systems `include` accepts
 /// (earliest on ties).
 fn best(scores: &[Vec<SystemScore>], include: impl Fn(usize) -> bool) -> (usize, f64) {
@@ -187,11 +213,12 @@ impl CrossValidation {
     pub fn to_markdown(&self) -> String {
         use std::fmt::Write as _;
         let mut out = format!(
-            "Grid of {} configurations; chosen on all systems: #{} `{}`.\n\n\
+            "Grid of {} configurations; chosen on all systems: #{} ({}) `{}`.\n\n\
              | System | GA in-sample | GA held-out | GA (corr.) in-sample | GA (corr.) held-out | FGA held-out | FTA held-out | fold's choice |\n\
              |---|---|---|---|---|---|---|---|\n",
             self.candidates,
             self.chosen_on_all.0,
+            label(&self.chosen_on_all.1),
             serde_json::to_string(&self.chosen_on_all.1).unwrap_or_default()
         );
         let corr = |s: &SystemScore| {
@@ -207,7 +234,7 @@ impl CrossValidation {
         {
             let _ = writeln!(
                 out,
-                "| {} | {:.3} | {:.3} | {} | {} | {:.3} | {:.3} | #{} |",
+                "| {} | {:.3} | {:.3} | {} | {} | {:.3} | {:.3} | #{} {} |",
                 i.system,
                 i.original.ga,
                 h.original.ga,
@@ -215,7 +242,8 @@ impl CrossValidation {
                 corr(h),
                 h.original.fga,
                 h.original.fta,
-                f.chosen
+                f.chosen,
+                label(&f.config)
             );
         }
         let mean_corr = |r: &LoghubReport| {
