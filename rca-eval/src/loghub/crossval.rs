@@ -305,14 +305,18 @@ mod tests {
     #[test]
     fn each_fold_chooses_without_its_system() {
         let grid = vec![
-            MinerConfig::default(),
+            MinerConfig {
+                variable_threshold: 5,
+                value_threshold: 5,
+                ..MinerConfig::default()
+            },
             MinerConfig {
                 variable_threshold: 6,
                 value_threshold: 6,
                 ..MinerConfig::default()
             },
         ];
-        // Two systems want the default (a parameter), one wants the words kept apart.
+        // Two systems want #0 (five words make a parameter), one wants them kept apart.
         let systems = vec![
             five_users("a", true),
             five_users("b", true),
@@ -322,7 +326,7 @@ mod tests {
         assert_eq!(cv.candidates, 2);
         assert_eq!(cv.chosen_on_all.0, 0);
         assert_eq!(cv.in_sample.systems[2].original.ga, 0.0);
-        // Leaving `a` out, the tie (b wants #0, c wants #1) goes to the default.
+        // Leaving `a` out, the tie (b wants #0, c wants #1) goes to the earlier entry.
         assert_eq!(cv.folds[0].chosen, 0);
         // Leaving `c` out, #0 wins and c, which wanted #1, scores 0 held out.
         assert_eq!(cv.folds[2].chosen, 0);
