@@ -18,6 +18,10 @@ use crate::progress::Progress;
 pub struct DiagnoseArgs {
     /// The incident directory (an `incident.json` manifest and telemetry files).
     pub dir: PathBuf,
+    /// Read telemetry files that resolve (through symbolic links) outside the incident
+    /// directory; by default they are refused.
+    #[arg(long)]
+    pub allow_outside_links: bool,
     /// Print the report as JSON instead of Markdown.
     #[arg(long)]
     pub json: bool,
@@ -59,8 +63,13 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     // on large incidents. The bar draws only when stderr is a terminal.
     let progress = Progress::bar(3, "diagnose");
     progress.set_message(&format!("loading telemetry from {}", args.dir.display()));
-    let loaded = IncidentDir::open(&args.dir)
-        .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
+    let loaded = IncidentDir::open_with(
+        &args.dir,
+        rca_tools::incident_dir::IncidentOptions {
+            allow_outside: args.allow_outside_links,
+        },
+    )
+    .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;
     for report in [
         loaded.logs.report(),
         loaded.metrics.report(),
@@ -71,6 +80,13 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
                 "note: {} telemetry rows could not be read and were skipped (first: {})",
                 report.bad_rows,
                 report.problems.first().map(String::as_str).unwrap_or("-")
+            );
+        }
+        if report.repaired_rows > 0 {
+            eprintln!(
+                "note: {} telemetry rows were repaired and kept (invalid UTF-8 decoded lossily, \
+                 NUL bytes replaced, over-long lines cut)",
+                report.repaired_rows
             );
         }
     }
@@ -244,17 +260,9 @@ impl Outputs<'_> {
 /// The format version of the saved trajectory record (`format_version` in the file).
 pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
 
-/// Writes `bytes` to `path` atomically: a temporary sibling file, then a rename, so a crash
-/// mid-write leaves the previous file (or none), never half of one.
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
+/// Writes an output file: atomically for a regular file, directly for a device or FIFO,
+/// through a symlink, `-` to stdout (see [`rca_core::files::write_atomic`]).
+pub use rca_core::files::write_atomic;
 
 fn sanitize(id: &str) -> String {
     id.chars()

@@ -180,17 +180,7 @@ impl HindsightBase {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        // A sibling named after the whole file name and the process, so neither another
-        // file that shares the stem (`base.tmp` for `base.json`) nor a concurrent writer in
-        // another process is clobbered.
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".tmp-{}", std::process::id()));
-        let tmp = std::path::PathBuf::from(tmp);
-        std::fs::write(&tmp, text).map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            err(e)
-        })
+        rca_core::files::write_atomic(path, text.as_bytes()).map_err(err)
     }
 }
 

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use rca_core::StoreError;
 
-/// Writes `bytes` to `path` atomically: a temporary sibling file, then a rename.
+/// Writes `bytes` to `path` (creating its folder) with [`rca_core::files::write_atomic`].
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let io = |e: std::io::Error| StoreError::Io {
         message: format!("{}: {e}", path.display()),
@@ -28,11 +28,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> 
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    rca_core::files::write_atomic(path, bytes).map_err(io)
 }
 
 /// A poisoned lock as a store error.

@@ -113,9 +113,64 @@ pub struct IncidentDir {
     pub traces: FileTraceSource,
 }
 
+/// How an incident directory is opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IncidentOptions {
+    /// Read telemetry files whose path resolves (through symbolic links) outside the
+    /// directory. Off by default: a link such as `app.log -> /somewhere/secret.log` is
+    /// refused, so nothing outside the directory the user named reaches a report.
+    pub allow_outside: bool,
+}
+
+/// Resolves a telemetry path of the manifest: it must stay inside `dir` (textually, and
+/// after following symbolic links unless `allow_outside`), and name a regular file (a
+/// device, FIFO or directory would never end or is not telemetry).
+fn telemetry_path(
+    dir: &Path,
+    real_dir: &Path,
+    name: &str,
+    options: IncidentOptions,
+) -> Result<PathBuf, SourceError> {
+    let p = Path::new(name);
+    if p.is_absolute() || p.components().any(|c| c.as_os_str() == "..") {
+        return Err(SourceError::InvalidQuery {
+            message: format!("telemetry path {name:?} leaves the incident directory"),
+        });
+    }
+    let joined = dir.join(p);
+    let real = std::fs::canonicalize(&joined).map_err(|e| SourceError::Unavailable {
+        message: format!("cannot open {}: {e}", joined.display()),
+    })?;
+    if !options.allow_outside && !real.starts_with(real_dir) {
+        return Err(SourceError::InvalidQuery {
+            message: format!(
+                "telemetry path {name:?} resolves to {}, outside the incident directory \
+                 (allow it explicitly to read it)",
+                real.display()
+            ),
+        });
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| SourceError::Unavailable {
+        message: format!("cannot open {}: {e}", joined.display()),
+    })?;
+    if !meta.is_file() {
+        return Err(SourceError::InvalidQuery {
+            message: format!("telemetry path {name:?} is not a regular file"),
+        });
+    }
+    Ok(joined)
+}
+
 impl IncidentDir {
-    /// Reads `dir/incident.json` and the telemetry files it lists.
+    /// Reads `dir/incident.json` and the telemetry files it lists, refusing files that lie
+    /// outside `dir` or are not regular files ([`IncidentDir::open_with`] to allow outside
+    /// links).
     pub fn open(dir: &Path) -> Result<Self, SourceError> {
+        IncidentDir::open_with(dir, IncidentOptions::default())
+    }
+
+    /// [`IncidentDir::open`] with options.
+    pub fn open_with(dir: &Path, options: IncidentOptions) -> Result<Self, SourceError> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path).map_err(|e| SourceError::Unavailable {
             message: format!("cannot read {}: {e}", path.display()),
@@ -146,19 +201,13 @@ impl IncidentDir {
             .as_ref()
             .map(|b| b.parse("baseline"))
             .transpose()?;
+        let real_dir = std::fs::canonicalize(dir).map_err(|e| SourceError::Unavailable {
+            message: format!("cannot open {}: {e}", dir.display()),
+        })?;
         let files = |names: &[String]| -> Result<Vec<PathBuf>, SourceError> {
             names
                 .iter()
-                .map(|n| {
-                    let p = Path::new(n);
-                    if p.is_absolute() || p.components().any(|c| c.as_os_str() == "..") {
-                        Err(SourceError::InvalidQuery {
-                            message: format!("telemetry path {n:?} leaves the incident directory"),
-                        })
-                    } else {
-                        Ok(dir.join(p))
-                    }
-                })
+                .map(|n| telemetry_path(dir, &real_dir, n, options))
                 .collect()
         };
         let cutoff = Some(detected_at);
@@ -293,9 +342,7 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), SourceError
     let path = dir.join(MANIFEST);
     let text = serde_json::to_string_pretty(manifest).map_err(|e| write_err(&path, e))?;
     // Atomic: a temporary file renamed over the manifest, so a crash never leaves half of one.
-    let tmp = dir.join(format!("{MANIFEST}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text + "\n").map_err(|e| write_err(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| write_err(&path, e))
+    rca_core::files::write_atomic(&path, (text + "\n").as_bytes()).map_err(|e| write_err(&path, e))
 }
 
 #[cfg(test)]
@@ -373,6 +420,40 @@ mod tests {
         bad.telemetry.logs = vec!["../etc/passwd".into()];
         write_manifest(dir.path(), &bad).unwrap();
         assert!(IncidentDir::open(dir.path()).is_err());
+
+        // A symlink that leaves the directory is refused unless allowed; so is a device.
+        #[cfg(unix)]
+        {
+            let outside = tempfile::tempdir().unwrap();
+            let secret = outside.path().join("secret.log");
+            std::fs::write(&secret, "2024-01-01T00:00:00Z INFO the secret\n").unwrap();
+            std::os::unix::fs::symlink(&secret, dir.path().join("app.log")).unwrap();
+            let mut linked = manifest.clone();
+            linked.telemetry.logs = vec!["app.log".into()];
+            write_manifest(dir.path(), &linked).unwrap();
+            let err = IncidentDir::open(dir.path()).unwrap_err().to_string();
+            assert!(err.contains("outside the incident directory"), "{err}");
+            let allowed = IncidentDir::open_with(
+                dir.path(),
+                IncidentOptions {
+                    allow_outside: true,
+                },
+            )
+            .unwrap();
+            assert!(allowed.logs.report().files >= 1);
+            std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.log")).unwrap();
+            linked.telemetry.logs = vec!["zero.log".into()];
+            write_manifest(dir.path(), &linked).unwrap();
+            let err = IncidentDir::open_with(
+                dir.path(),
+                IncidentOptions {
+                    allow_outside: true,
+                },
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("not a regular file"), "{err}");
+        }
         bad.format_version = 99;
         write_manifest(dir.path(), &bad).unwrap();
         assert!(IncidentDir::open(dir.path()).is_err());
