@@ -11,6 +11,7 @@ use rca_core::{SourceError, Timestamp};
 
 use super::io::{open_text, parse_time, stem};
 use super::{LoadReport, before_cutoff};
+use crate::logs::LineReader;
 
 /// How a log file is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,9 @@ pub struct LogOptions {
     pub component: Option<String>,
     /// Drop every line at or after this instant.
     pub cutoff: Option<Timestamp>,
+    /// Lines longer than this many bytes are cut and counted as repaired; `None` is the
+    /// miner's default ([`crate::logs::DEFAULT_MAX_LINE_BYTES`]).
+    pub max_line_bytes: Option<usize>,
 }
 
 const TIME_KEYS: &[&str] = &["timestamp", "time", "ts", "@timestamp", "datetime", "date"];
@@ -91,10 +95,14 @@ impl FileLogSource {
     }
 
     /// Reads the given files. A file that cannot be opened is an error; a line that cannot
-    /// be decoded is counted in [`FileLogSource::report`] and skipped.
+    /// be parsed is counted in [`FileLogSource::report`] and skipped, and a line with invalid
+    /// UTF-8, NUL bytes or more than `max_line_bytes` bytes is repaired, kept and counted.
     pub fn open<P: AsRef<Path>>(paths: &[P], options: &LogOptions) -> Result<Self, SourceError> {
         let mut report = LoadReport::default();
         let mut records = Vec::new();
+        let max_line_bytes = options
+            .max_line_bytes
+            .unwrap_or(crate::logs::DEFAULT_MAX_LINE_BYTES);
         for path in paths {
             let path = path.as_ref();
             let format = options.format.unwrap_or_else(|| LogFormat::from_path(path));
@@ -102,10 +110,22 @@ impl FileLogSource {
             let reader = open_text(path)?;
             report.files += 1;
             match format {
-                LogFormat::Plain => read_plain(reader, path, &component, &mut records, &mut report),
-                LogFormat::JsonLines => {
-                    read_json_lines(reader, path, &component, &mut records, &mut report)
-                }
+                LogFormat::Plain => read_plain(
+                    reader,
+                    path,
+                    &component,
+                    max_line_bytes,
+                    &mut records,
+                    &mut report,
+                ),
+                LogFormat::JsonLines => read_json_lines(
+                    reader,
+                    path,
+                    &component,
+                    max_line_bytes,
+                    &mut records,
+                    &mut report,
+                ),
             }
         }
         let before = records.len();
@@ -192,26 +212,64 @@ pub fn level_in(message: &str) -> Option<Level> {
         .find_map(Level::parse)
 }
 
-fn read_plain(
+/// Repaired lines of one file: invalid UTF-8 is decoded lossily, NUL bytes become spaces
+/// and over-long lines are cut, each counted as a repaired row, so one bad line never ends
+/// the file. Only a failing stream (a corrupt gzip member, an I/O error) stops it, counted
+/// as a bad row.
+fn each_line(
     reader: Box<dyn BufRead + Send>,
     path: &Path,
-    component: &str,
-    out: &mut Vec<LogRecord>,
+    max_line_bytes: usize,
     report: &mut LoadReport,
+    mut f: impl FnMut(usize, &str, &mut LoadReport),
 ) {
-    let mut current: Option<LogRecord> = None;
-    for (i, line) in reader.lines().enumerate() {
-        let line = match line {
-            Ok(l) => l,
+    let mut lines = LineReader::new(reader, max_line_bytes.max(1));
+    let mut i = 0usize;
+    loop {
+        match lines.next_line() {
+            Ok(Some(line)) => {
+                f(i, &line, report);
+                i += 1;
+            }
+            Ok(None) => break,
             Err(e) => {
                 report.bad(format!("{}:{}", path.display(), i + 1), e);
                 break;
             }
-        };
-        if line.trim().is_empty() {
-            continue;
         }
-        match split_timestamp(&line) {
+    }
+    let notes = lines.into_notes();
+    let repaired = notes.invalid_utf8 + notes.nul + notes.truncated;
+    if repaired > 0 {
+        report.repaired_rows += repaired;
+        if report.problems.len() < LoadReport::MAX_PROBLEMS {
+            report.problems.push(format!(
+                "{}: {} lines repaired ({} invalid UTF-8, {} with NUL bytes, {} cut at {} bytes)",
+                path.display(),
+                repaired,
+                notes.invalid_utf8,
+                notes.nul,
+                notes.truncated,
+                max_line_bytes
+            ));
+        }
+    }
+}
+
+fn read_plain(
+    reader: Box<dyn BufRead + Send>,
+    path: &Path,
+    component: &str,
+    max_line_bytes: usize,
+    out: &mut Vec<LogRecord>,
+    report: &mut LoadReport,
+) {
+    let mut current: Option<LogRecord> = None;
+    each_line(reader, path, max_line_bytes, report, |i, line, report| {
+        if line.trim().is_empty() {
+            return;
+        }
+        match split_timestamp(line) {
             Some((timestamp, rest)) => {
                 if let Some(r) = current.take() {
                     out.push(r);
@@ -228,7 +286,7 @@ fn read_plain(
             None => match current.as_mut() {
                 Some(r) => {
                     r.message.push('\n');
-                    r.message.push_str(&line);
+                    r.message.push_str(line);
                 }
                 None => report.bad(
                     format!("{}:{}", path.display(), i + 1),
@@ -236,7 +294,7 @@ fn read_plain(
                 ),
             },
         }
-    }
+    });
     if let Some(r) = current {
         out.push(r);
     }
@@ -246,37 +304,31 @@ fn read_json_lines(
     reader: Box<dyn BufRead + Send>,
     path: &Path,
     component: &str,
+    max_line_bytes: usize,
     out: &mut Vec<LogRecord>,
     report: &mut LoadReport,
 ) {
-    for (i, line) in reader.lines().enumerate() {
+    each_line(reader, path, max_line_bytes, report, |i, line, report| {
         let loc = || format!("{}:{}", path.display(), i + 1);
-        let line = match line {
-            Ok(l) => l,
-            Err(e) => {
-                report.bad(loc(), e);
-                break;
-            }
-        };
         if line.trim().is_empty() {
-            continue;
+            return;
         }
-        let value: serde_json::Value = match serde_json::from_str(&line) {
+        let value: serde_json::Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(e) => {
                 report.bad(loc(), format!("not JSON: {e}"));
-                continue;
+                return;
             }
         };
         let Some(obj) = value.as_object() else {
             report.bad(loc(), "not a JSON object");
-            continue;
+            return;
         };
         match json_record(obj, component) {
             Ok(r) => out.push(r),
             Err(m) => report.bad(loc(), m),
         }
-    }
+    });
 }
 
 fn as_text(v: &serde_json::Value) -> String {
@@ -329,6 +381,66 @@ mod tests {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         p
+    }
+
+    #[test]
+    fn one_bad_line_never_ends_the_file() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        // Plain text: an invalid UTF-8 line in the middle, then more lines.
+        let mut plain = Vec::new();
+        for i in 0..5 {
+            writeln!(plain, "2024-01-01T00:00:0{i}Z INFO line {i}").unwrap();
+        }
+        plain.extend_from_slice(b"2024-01-01T00:00:05Z ERROR bad \xff\xfe bytes\n");
+        for i in 6..9 {
+            writeln!(plain, "2024-01-01T00:00:0{i}Z INFO line {i}").unwrap();
+        }
+        let p = dir.path().join("app.log");
+        std::fs::write(&p, &plain).unwrap();
+        // Gzipped JSON lines with the same defect.
+        let mut json = Vec::new();
+        for i in 0..9 {
+            if i == 4 {
+                json.extend_from_slice(
+                    b"{\"time\": \"2024-01-01T00:00:04Z\", \"message\": \"bad \xff\"}\n",
+                );
+            } else {
+                writeln!(
+                    json,
+                    r#"{{"time": "2024-01-01T00:00:0{i}Z", "message": "m {i}"}}"#
+                )
+                .unwrap();
+            }
+        }
+        let gz = dir.path().join("svc.jsonl.gz");
+        let mut enc =
+            flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+        enc.write_all(&json).unwrap();
+        enc.finish().unwrap();
+        let src = FileLogSource::open(&[&p, &gz], &LogOptions::default()).unwrap();
+        let report = src.report();
+        assert_eq!(report.records, 18, "{report:?}");
+        assert_eq!(report.bad_rows, 0, "{report:?}");
+        assert_eq!(report.repaired_rows, 2, "{report:?}");
+        assert!(report.problems.iter().any(|p| p.contains("invalid UTF-8")));
+        // A line longer than the limit is cut, kept and counted.
+        let long = dir.path().join("long.log");
+        std::fs::write(
+            &long,
+            format!(
+                "2024-01-01T00:00:00Z INFO {}\n2024-01-01T00:00:01Z INFO after\n",
+                "x".repeat(5000)
+            ),
+        )
+        .unwrap();
+        let opts = LogOptions {
+            max_line_bytes: Some(1000),
+            ..LogOptions::default()
+        };
+        let src = FileLogSource::open(&[&long], &opts).unwrap();
+        assert_eq!(src.report().records, 2);
+        assert_eq!(src.report().repaired_rows, 1);
     }
 
     #[test]

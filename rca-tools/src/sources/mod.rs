@@ -32,6 +32,9 @@ pub struct LoadReport {
     pub records: usize,
     /// Rows that could not be decoded and were skipped.
     pub bad_rows: usize,
+    /// Rows kept after a repair: invalid UTF-8 decoded lossily, NUL bytes replaced, or a line
+    /// longer than the limit cut (see `LogOptions::max_line_bytes`).
+    pub repaired_rows: usize,
     /// Records dropped because they lie at or after the cutoff.
     pub after_cutoff: usize,
     /// The first few problems, as `file:line: message`.
@@ -58,6 +61,7 @@ impl LoadReport {
         self.files += other.files;
         self.records += other.records;
         self.bad_rows += other.bad_rows;
+        self.repaired_rows += other.repaired_rows;
         self.after_cutoff += other.after_cutoff;
         for p in &other.problems {
             if self.problems.len() < Self::MAX_PROBLEMS {
