@@ -92,6 +92,14 @@ impl LlmMerge {
     }
 }
 
+/// Completion tokens allowed for a merge: the merge should be of the candidates' length, so
+/// twice the longest candidate (at about four bytes a token) plus a margin of 16 is enough,
+/// and a model that rambles is cut instead of writing until the server's default limit.
+pub fn merge_budget(candidates: &[String]) -> u32 {
+    let longest = candidates.iter().map(|c| c.trim().len()).max().unwrap_or(0);
+    u32::try_from(longest.div_ceil(4).saturating_mul(2).saturating_add(16)).unwrap_or(u32::MAX)
+}
+
 #[async_trait]
 impl Aggregator for LlmMerge {
     async fn aggregate(&self, candidates: &[String]) -> Result<Aggregated, AggregateError> {
@@ -100,6 +108,7 @@ impl Aggregator for LlmMerge {
         }
         let mut req = CompletionRequest::new(Self::prompt(candidates));
         req.temperature = self.temperature;
+        req.max_tokens = Some(merge_budget(candidates));
         let resp = self.model.complete(req).await?;
         let text = resp.text().trim().to_string();
         if text.is_empty() {

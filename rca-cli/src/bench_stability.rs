@@ -27,6 +27,78 @@ pub enum BenchCommand {
     /// Observation snapshot keys on the bundled real incidents with the real tools: prompt
     /// tokens with and without them, and expert calls handed a key.
     Obsk(ObskArgs),
+    /// Text self-consistency on a real model: how often the aggregated answer differs from
+    /// the single greedy answer, and what the samples cost.
+    Sc(ScArgs),
+}
+
+/// Arguments of `rca bench sc`.
+#[derive(Debug, Args)]
+pub struct ScArgs {
+    /// The model server (`RCA_LLM_BASE_URL` when only `--model` is given).
+    #[arg(long)]
+    pub model_url: Option<String>,
+    /// The model name on that server (`RCA_LLM_MODEL` when only `--model-url` is given).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Questions (seeded simulated incidents).
+    #[arg(long, default_value_t = rca_eval::sc_bench::ScSettings::default().questions)]
+    pub questions: usize,
+    /// Samples per question.
+    #[arg(long, default_value_t = rca_eval::sc_bench::ScSettings::default().samples)]
+    pub samples: usize,
+    /// Completion tokens per answer.
+    #[arg(long, default_value_t = rca_eval::sc_bench::ScSettings::default().max_tokens)]
+    pub max_tokens: u32,
+    /// Per-request timeout, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub request_seconds: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the table into this Markdown file's `self-consistency-real-model` section.
+    #[arg(long)]
+    pub write_docs: Option<PathBuf>,
+}
+
+async fn sc(args: ScArgs) -> anyhow::Result<()> {
+    if args.questions == 0 || args.samples == 0 {
+        anyhow::bail!("--questions and --samples must be at least 1");
+    }
+    let model: Arc<dyn ChatModel> = Arc::new(live_client(
+        &args.model_url,
+        &args.model,
+        Duration::from_secs(args.request_seconds.max(1)),
+    )?);
+    let embedder = Arc::new(rca_llm::HashingEmbedder::new(
+        rca_llm::HashingConfig::default(),
+    ));
+    let settings = rca_eval::sc_bench::ScSettings {
+        questions: args.questions,
+        samples: args.samples,
+        max_tokens: args.max_tokens.max(8),
+        ..rca_eval::sc_bench::ScSettings::default()
+    };
+    let report = rca_eval::sc_bench::run_sc(model, embedder, &settings)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let table = report.markdown();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = &args.write_docs {
+        let command = format!(
+            "rca bench sc --model-url URL --model NAME --questions {} --samples {} --max-tokens {} --write-docs {}",
+            args.questions,
+            args.samples,
+            settings.max_tokens,
+            path.display()
+        );
+        rca_eval::docs::write_section(path, "self-consistency-real-model", &command, &table)?;
+    }
+    Ok(())
 }
 
 /// Arguments of `rca bench obsk`.
@@ -180,6 +252,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Stability(args) => stability(args).await,
         BenchCommand::Agents(args) => crate::bench_agents::run(args).await,
         BenchCommand::Obsk(args) => obsk(args).await,
+        BenchCommand::Sc(args) => sc(args).await,
     }
 }
 

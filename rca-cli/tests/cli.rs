@@ -738,6 +738,50 @@ fn react_on_the_local_model_in_both_action_modes_and_with_stepwise_consistency()
 }
 
 #[test]
+fn self_consistency_on_the_local_model() {
+    let Some((_, model)) = local_model() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("benchmarks.md");
+    let out = rca()
+        .current_dir(repo_root())
+        .args(["bench", "sc", "--model", &model, "--questions", "2"])
+        .args([
+            "--samples",
+            "2",
+            "--max-tokens",
+            "24",
+            "--json",
+            "--write-docs",
+        ])
+        .arg(&docs)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["model"].as_str().unwrap().contains(&model));
+    let questions = report["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), 2);
+    for q in questions {
+        assert_eq!(q["samples"].as_array().unwrap().len(), 2, "{q}");
+    }
+    for usage in ["single_usage", "samples_usage", "merge_usage"] {
+        assert_eq!(report[usage]["estimated"], false, "{usage}");
+        assert!(
+            report[usage]["prompt_tokens"].as_u64().unwrap() > 0,
+            "{usage}"
+        );
+    }
+    let text = std::fs::read_to_string(&docs).unwrap();
+    assert!(
+        text.contains("<!-- BEGIN self-consistency-real-model -->"),
+        "{text}"
+    );
+}
+
+#[test]
 fn stability_on_real_turns_from_the_local_model() {
     let Some((_, model)) = local_model() else {
         return;

@@ -11,6 +11,7 @@ pub mod loghub;
 pub mod model_runs;
 pub mod nezha;
 pub mod openrca;
+pub mod sc_bench;
 pub mod snapshot_keys;
 pub mod stability;
 pub mod text;

@@ -414,3 +414,10 @@ async fn text_consistency_samples_the_finalizing_turn_and_can_change_the_answer(
     assert_eq!(report.responsibility, Responsibility::Platform);
     assert!(report.usage.total() > run.trajectory.usage.total());
 }
+
+#[test]
+fn a_merge_may_write_about_twice_the_longest_candidate() {
+    use crate::consistency::merge_budget;
+    assert_eq!(merge_budget(&["abcd".repeat(10), "ab".into()]), 36);
+    assert_eq!(merge_budget(&[]), 16);
+}

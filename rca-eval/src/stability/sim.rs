@@ -84,7 +84,7 @@ impl Fault {
     }
 
     /// The error line the fault leaves in the root's logs.
-    fn log_message(self) -> &'static str {
+    pub fn log_message(self) -> &'static str {
         match self {
             Fault::DiskFull => "write failed: no space left on device",
             Fault::MemoryLeak => "heap usage 98 percent, allocation failed: out of memory",
