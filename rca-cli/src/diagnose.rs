@@ -261,8 +261,8 @@ impl Outputs<'_> {
 pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
 
 /// Writes an output file: atomically for a regular file, directly for a device or FIFO,
-/// through a symlink, `-` to stdout (see [`rca_core::files::write_atomic`]).
-pub use rca_core::files::write_atomic;
+/// through a symlink, `-` to stdout (see [`rca_tools::files::write_atomic`]).
+pub use rca_tools::files::write_atomic;
 
 fn sanitize(id: &str) -> String {
     id.chars()

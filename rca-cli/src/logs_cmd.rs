@@ -240,7 +240,7 @@ fn stats_line(mined: &MinedLog, threads: usize) -> String {
     format!(
         "stats: lines={lines} seconds={:.6} lines_per_second={:.0} threads={threads} templates={} \
          split_seconds={:.6} workers_seconds={:.6} merge_seconds={:.6} worker_seconds={} \
-         worker_cpu_seconds={} cpus_used={}",
+         worker_cpu_seconds={} cpus_used={} peak_rss_mib={}",
         t.total_seconds,
         lines as f64 / t.total_seconds.max(1e-9),
         mined.miner.template_count(),
@@ -258,6 +258,7 @@ fn stats_line(mined: &MinedLog, threads: usize) -> String {
             "{:.2}",
             c / t.workers_seconds.max(1e-9)
         )),
+        peak_rss_mib().map_or("na".to_string(), |m| format!("{m:.1}")),
     )
 }
 

@@ -16,7 +16,6 @@
 pub mod consistency;
 pub mod embed;
 pub mod error;
-pub mod files;
 pub mod incident;
 pub mod llm;
 pub mod logs;

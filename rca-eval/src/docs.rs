@@ -53,7 +53,7 @@ pub fn write_section(path: &Path, name: &str, command: &str, body: &str) -> Resu
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    rca_core::files::write_atomic(path, updated.as_bytes()).map_err(io)
+    rca_tools::files::write_atomic(path, updated.as_bytes()).map_err(io)
 }
 
 /// The text with section `name` replaced or appended; `None` when its markers are unbalanced.

@@ -12,6 +12,7 @@
 pub mod analyze;
 pub mod code;
 pub mod experts;
+pub mod files;
 pub mod incident_dir;
 pub mod lifecycle;
 pub mod logs;

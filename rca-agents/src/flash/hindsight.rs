@@ -180,7 +180,7 @@ impl HindsightBase {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        rca_core::files::write_atomic(path, text.as_bytes()).map_err(err)
+        rca_tools::files::write_atomic(path, text.as_bytes()).map_err(err)
     }
 }
 

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use rca_core::StoreError;
 
-/// Writes `bytes` to `path` (creating its folder) with [`rca_core::files::write_atomic`].
+/// Writes `bytes` to `path` (creating its folder) with [`rca_tools::files::write_atomic`].
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let io = |e: std::io::Error| StoreError::Io {
         message: format!("{}: {e}", path.display()),
@@ -28,7 +28,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> 
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    rca_core::files::write_atomic(path, bytes).map_err(io)
+    rca_tools::files::write_atomic(path, bytes).map_err(io)
 }
 
 /// A poisoned lock as a store error.

@@ -15,7 +15,7 @@ impl OnlineMiner {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        rca_core::files::write_atomic(path, json.as_bytes()).map_err(io)
+        crate::files::write_atomic(path, json.as_bytes()).map_err(io)
     }
 
     /// Reads a state written by [`OnlineMiner::save_to`]; another format version is

@@ -342,7 +342,7 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), SourceError
     let path = dir.join(MANIFEST);
     let text = serde_json::to_string_pretty(manifest).map_err(|e| write_err(&path, e))?;
     // Atomic: a temporary file renamed over the manifest, so a crash never leaves half of one.
-    rca_core::files::write_atomic(&path, (text + "\n").as_bytes()).map_err(|e| write_err(&path, e))
+    crate::files::write_atomic(&path, (text + "\n").as_bytes()).map_err(|e| write_err(&path, e))
 }
 
 #[cfg(test)]
