@@ -109,30 +109,16 @@ echo "$RESULT"
 
 if [[ -n "${WRITE_DOCS:-}" ]]; then
   CPUS="$(nproc)"; LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
-  "$PYTHON" - "$WRITE_DOCS" "$RESULT" "$CPUS" "$LOAD" <<'PY'
-import os, sys
-path, result, cpus, load = sys.argv[1:]
-name = "miner-speed"
-begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-cmd = f"WRITE_DOCS={path} benches/compare/compare.sh"
-body = (f"### Template-miner throughput vs Drain3 0.9.11\n\n```\n{result}\n```\n\n"
-        f"Machine: {cpus} CPUs, load average at the end of the run: {load}.\n\n"
-        "Our timed region runs from file bytes to merged templates; Drain3's covers only its "
-        "mining loop over lines already in memory. The wall-clock 2-thread ratio depends on "
-        "the cores the run gets: with autogroup scheduling a busy machine gives the process "
-        "the same share whatever its thread count (see `cores used`). The CPU-accounted ratio "
-        "is the 1-thread run's CPU time over the 2-thread run's critical path (slowest "
-        "worker's CPU time plus the serial split and merge): the speed-up when each worker "
-        "has a core. See benches/compare/compare.sh.")
-section = f"{begin}\n_Written by `{cmd}`._\n\n{body}\n{end}"
-text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-if begin in text and end in text:
-    a, b = text.index(begin), text.index(end) + len(end)
-    text = text[:a] + section + text[b:]
-else:
-    text = text.rstrip() + "\n\n" + section + "\n"
-open(path + ".tmp", "w").write(text)
-os.replace(path + ".tmp", path)
-PY
+  BODY="### Template-miner throughput vs Drain3 0.9.11
+
+\`\`\`
+$RESULT
+\`\`\`
+
+Machine: $CPUS CPUs, load average at the end of the run: $LOAD.
+
+Our timed region runs from file bytes to merged templates; Drain3's covers only its mining loop over lines already in memory. The wall-clock 2-thread ratio depends on the cores the run gets: with autogroup scheduling a busy machine gives the process the same share whatever its thread count (see \`cores used\`). The CPU-accounted ratio is the 1-thread run's CPU time over the 2-thread run's critical path (slowest worker's CPU time plus the serial split and merge): the speed-up when each worker has a core. See benches/compare/compare.sh."
+  "$PYTHON" "$ROOT/benches/compare/write_section.py" "$WRITE_DOCS" miner-speed \
+    "WRITE_DOCS=$WRITE_DOCS benches/compare/compare.sh" "$BODY"
   echo "wrote section miner-speed of $WRITE_DOCS" >&2
 fi

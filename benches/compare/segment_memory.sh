@@ -69,27 +69,14 @@ RESULT="$(
 echo "$RESULT"
 
 if [[ -n "${WRITE_DOCS:-}" ]]; then
-  "$PYTHON" - "$WRITE_DOCS" "$RESULT" <<'PY'
-import os, sys
-path, result = sys.argv[1:]
-name = "segment-memory"
-begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-cmd = f"WRITE_DOCS={path} benches/compare/segment_memory.sh"
-body = (f"### Peak memory of segmentation and template mining on 1M lines\n\n```\n{result}\n```\n\n"
-        "Segmentation (RCAgent Algorithm 1) runs in chunks of `--chunk-lines` lines (4096 by "
-        "default) with the 200-line window, so its memory follows the chunk, the window and the "
-        "templates, not the length of the log. The goal is under 200 MB for both inputs. The "
-        "JSON list of blocks is the output and grows with the number of blocks. See "
-        "benches/compare/segment_memory.sh.")
-section = f"{begin}\n_Written by `{cmd}`._\n\n{body}\n{end}"
-text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-if begin in text and end in text:
-    a, b = text.index(begin), text.index(end) + len(end)
-    text = text[:a] + section + text[b:]
-else:
-    text = text.rstrip() + "\n\n" + section + "\n"
-open(path + ".tmp", "w").write(text)
-os.replace(path + ".tmp", path)
-PY
+  BODY="### Peak memory of segmentation and template mining on 1M lines
+
+\`\`\`
+$RESULT
+\`\`\`
+
+Segmentation (RCAgent Algorithm 1) runs in chunks of \`--chunk-lines\` lines (4096 by default) with the 200-line window, so its memory follows the chunk, the window and the templates, not the length of the log. The goal is under 200 MB for both inputs. The JSON list of blocks is the output and grows with the number of blocks. See benches/compare/segment_memory.sh."
+  "$PYTHON" "$ROOT/benches/compare/write_section.py" "$WRITE_DOCS" segment-memory \
+    "WRITE_DOCS=$WRITE_DOCS benches/compare/segment_memory.sh" "$BODY"
   echo "wrote section segment-memory of $WRITE_DOCS" >&2
 fi

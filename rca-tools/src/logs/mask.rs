@@ -300,9 +300,7 @@ fn mask_token(bytes: &[u8], start: usize, end: usize, rules: MaskRules) -> Token
         }
         let seg = &tok[seg_start..k];
         if !seg.is_empty() {
-            let variable =
-                segment_is_variable(seg) && !(rules.numbered_names && is_numbered_name(seg));
-            if variable || (rules.key_values && is_value_after_key(tok, seg_start)) {
+            if segment_masked(tok, seg_start, seg, rules) {
                 masked += 1;
                 h.write_u8(0xff);
             } else {
@@ -328,6 +326,13 @@ fn mask_token(bytes: &[u8], start: usize, end: usize, rules: MaskRules) -> Token
         hash,
         kind,
     }
+}
+
+/// Whether segment `seg` (starting at `seg_start` of token `tok`) is masked under `rules`:
+/// the one decision behind both a token's hash and its masked text, so the two agree.
+fn segment_masked(tok: &[u8], seg_start: usize, seg: &[u8], rules: MaskRules) -> bool {
+    (segment_is_variable(seg) && !(rules.numbered_names && is_numbered_name(seg)))
+        || (rules.key_values && is_value_after_key(tok, seg_start))
 }
 
 /// Whether the segment starting at `seg_start` of `tok` is the value of a `key=value` pair:
@@ -365,11 +370,7 @@ pub(crate) fn masked_text_with(line: &str, t: &Token, rules: MaskRules) -> Strin
                     continue;
                 }
                 let seg = &tok[seg_start..k];
-                let variable =
-                    segment_is_variable(seg) && !(rules.numbered_names && is_numbered_name(seg));
-                if !seg.is_empty()
-                    && (variable || (rules.key_values && is_value_after_key(tok, seg_start)))
-                {
+                if !seg.is_empty() && segment_masked(tok, seg_start, seg, rules) {
                     out.extend_from_slice(WILDCARD.as_bytes());
                 } else {
                     out.extend_from_slice(seg);

@@ -207,24 +207,16 @@ impl<'e> SegmentStream<'e> {
             }
         }
         self.blocks.extend(local);
-        // The last block's final lines, for the join at the next boundary.
+        // The last block's final lines (at most `window`), for the join at the next
+        // boundary. Only a full chunk has a next boundary, and a full chunk holds at least
+        // `window` lines, so they all come from this chunk.
         if let Some(last) = self.blocks.last() {
             let chunk_end = self.offset + n;
             let from = last
                 .start
                 .max(self.offset)
                 .max(chunk_end.saturating_sub(window));
-            let keep: Vec<u64> = self.chunk[from - self.offset..].to_vec();
-            if last.start < self.offset && keep.len() < window {
-                // The block began in an earlier chunk: keep its older lines too.
-                let need = window - keep.len();
-                let older = self.tail.len().saturating_sub(need);
-                let mut t = self.tail[older..].to_vec();
-                t.extend(keep);
-                self.tail = t;
-            } else {
-                self.tail = keep;
-            }
+            self.tail = self.chunk[from - self.offset..].to_vec();
         }
         self.offset += n;
         self.chunk.clear();
