@@ -823,3 +823,77 @@ fn stability_on_real_turns_from_the_local_model() {
         "{text}"
     );
 }
+
+/// A tiny folder in the Loghub layout: each system's log, its original labels and (for the
+/// first) corrected labels.
+fn loghub_folder(dir: &Path) -> PathBuf {
+    let systems = [
+        ("Alpha", ["login accepted for", "disk full on"]),
+        ("Beta", ["job started on", "job stopped on"]),
+    ];
+    for (i, (system, events)) in systems.iter().enumerate() {
+        let sys = dir.join(system);
+        std::fs::create_dir_all(&sys).unwrap();
+        let mut log = String::new();
+        let mut csv = String::from("LineId,Content,EventId,EventTemplate\n");
+        for n in 0..12 {
+            let e = n % 2;
+            log.push_str(&format!("I {} 10.0.0.{n}\n", events[e]));
+            csv.push_str(&format!(
+                "{},{} host{n},E{e},{} <*>\n",
+                n + 1,
+                events[e],
+                events[e]
+            ));
+        }
+        std::fs::write(sys.join(format!("{system}_2k.log")), log).unwrap();
+        std::fs::write(sys.join(format!("{system}_2k.log_structured.csv")), &csv).unwrap();
+        if i == 0 {
+            std::fs::write(
+                sys.join(format!("{system}_2k.log_structured_corrected.csv")),
+                &csv,
+            )
+            .unwrap();
+        }
+    }
+    let formats = dir.join("formats.tsv");
+    std::fs::write(
+        &formats,
+        "Alpha\t<Level> <Content>\nBeta\t<Level> <Content>\n",
+    )
+    .unwrap();
+    formats
+}
+
+#[test]
+fn eval_loghub_reports_four_metrics_and_leave_one_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let formats = loghub_folder(dir.path());
+    let out = rca()
+        .args(["eval", "loghub"])
+        .arg(dir.path())
+        .arg("--formats")
+        .arg(&formats)
+        .args(["--leave-one-out", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let systems = v["default"]["systems"].as_array().unwrap();
+    assert_eq!(systems.len(), 2);
+    for key in ["ga", "pa", "fga", "fta"] {
+        assert!(systems[0]["original"][key].is_number(), "{key}");
+        assert!(systems[0]["corrected"][key].is_number(), "{key}");
+    }
+    assert!(systems[1]["corrected"].is_null());
+    // Addresses are parameters: both systems group perfectly.
+    assert_eq!(v["default"]["mean_original"]["ga"], 1.0);
+    let cv = &v["leave_one_out"];
+    assert_eq!(cv["folds"].as_array().unwrap().len(), 2);
+    assert_eq!(cv["candidates"], 288);
+    assert_eq!(cv["held_out"]["systems"].as_array().unwrap().len(), 2);
+}
