@@ -78,6 +78,7 @@ fn incident() -> Incident {
         window: TimeRange::new(Timestamp(0), Timestamp(10_000)),
         system: String::new(),
         topology: vec![],
+        onset: None,
     }
 }
 

@@ -71,6 +71,11 @@ pub struct DiagnosisConfig {
     /// Modalities that must agree before concluding.
     #[serde(default = "default_min_modalities")]
     pub min_modalities: usize,
+    /// The fault-type vocabulary the report names types with (`[[diagnosis.taxonomy.rules]]`
+    /// tables with `label`, `kinds`, optional `min_score` and `dominates_metrics`); absent:
+    /// the generic default.
+    #[serde(default)]
+    pub taxonomy: Option<rca_tools::analyze::classify::FaultTaxonomy>,
 }
 
 fn default_current() -> i64 {
@@ -85,6 +90,7 @@ impl Default for DiagnosisConfig {
         DiagnosisConfig {
             current_minutes: default_current(),
             min_modalities: default_min_modalities(),
+            taxonomy: None,
         }
     }
 }
@@ -304,6 +310,14 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        if let Some(t) = &self.diagnosis.taxonomy {
+            for message in t.problems() {
+                problems.push(Problem {
+                    key: "diagnosis.taxonomy".into(),
+                    message,
+                });
+            }
+        }
         if self.diagnosis.min_modalities == 0 {
             problems.push(Problem {
                 key: "diagnosis.min_modalities".into(),
@@ -506,5 +520,31 @@ component_label = "pod"
         assert!(unknown[0].message.contains("max_stepz"), "{:?}", unknown);
         assert_eq!(unknown[0].key, "line 2");
         assert!(Config::parse("not = [toml").is_err());
+    }
+
+    #[test]
+    fn a_host_taxonomy_is_read_and_checked() {
+        let text = r#"
+[[diagnosis.taxonomy.rules]]
+label = "cpu_hog"
+kinds = ["metric_shift:*cpu*"]
+min_score = 10.0
+dominates_metrics = true
+
+[[diagnosis.taxonomy.rules]]
+label = "slow_link"
+kinds = ["call_gap:*"]
+"#;
+        let c = Config::parse(text).unwrap();
+        assert!(c.check().is_empty(), "{:?}", c.check());
+        let t = c.diagnosis.taxonomy.unwrap();
+        assert_eq!(t.rules.len(), 2);
+        assert_eq!(t.rules[1].label, "slow_link");
+        // A repeated label is a problem under the taxonomy's key; an unknown field an error.
+        let repeated = text.replace("slow_link", "cpu_hog");
+        let problems = Config::parse(&repeated).unwrap().check();
+        assert_eq!(problems[0].key, "diagnosis.taxonomy");
+        let typo = text.replace("min_score", "min_scor");
+        assert!(Config::parse(&typo).is_err());
     }
 }

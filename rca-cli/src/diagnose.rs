@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 #[cfg(feature = "sql")]
+use rca_agents::orchestra::IncidentTelemetry;
+#[cfg(feature = "sql")]
 use rca_agents::orchestra::pipeline::service_graph;
-use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels};
+use rca_agents::orchestra::{DiagnosisPipeline, Onset, PipelineConfig, RoleModels};
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
 use rca_tools::incident_dir::IncidentDir;
 
@@ -108,7 +110,8 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         current_minutes,
         min_modalities,
         wall_time: Some(std::time::Duration::from_secs(config.budgets.wall_seconds)),
-        fall_back_to_policies: true,
+        taxonomy: config.diagnosis.taxonomy.clone().unwrap_or_default(),
+        ..PipelineConfig::default()
     };
     #[cfg(feature = "sql")]
     let generated = match &args.generated_tools {
@@ -124,6 +127,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
                 models,
                 pipeline_config,
             )
+            .map(|p| p.with_onset_telemetry(IncidentTelemetry::of_dir(&loaded)))
         } else {
             DiagnosisPipeline::new(&loaded, models, pipeline_config)
         }
@@ -136,6 +140,15 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         .run(&loaded.incident)
         .await
         .context("diagnosis failed")?;
+    match &run.onset {
+        Some(Onset::Estimated(e)) => eprintln!(
+            "onset estimated at {} ({} of {} series changed, agreement {:.2}); the current \
+             window runs from it to the detection time",
+            e.at, e.voting, e.series, e.agreement
+        ),
+        Some(Onset::Known { at }) => eprintln!("onset stated by the incident: {at}"),
+        None => {}
+    }
     for (role, error) in run.fallbacks() {
         eprintln!(
             "warning: the {role}'s model failed ({error}); its deterministic policy answered"
@@ -164,6 +177,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         "trajectory": bundle.trajectory,
         "events": run.events,
         "evidence": run.evidence,
+        "onset": run.onset,
         "report": run.report,
     });
     let outputs = Outputs {

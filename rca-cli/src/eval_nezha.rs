@@ -1,16 +1,28 @@
-//! `rca eval nezha DIR`: rank root-cause pods on the Nezha data and score AS@k.
+//! `rca eval nezha DIR`: diagnose every Nezha case with the library's diagnosis pipeline and
+//! score AS@k, fault types and onsets, under the alert or the fault-time protocol, optionally
+//! cross-validated.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use rca_eval::nezha;
+
+/// What the diagnoser is told about the fault time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProtocolArg {
+    /// Only an alert, a lag of 60-300 s after the fault (drawn per case with `--seed`); the
+    /// onset is for the diagnosis to find.
+    Alert,
+    /// The fault time is known (Nezha's own protocol); detection 180 s after it.
+    FaultTime,
+}
 
 /// Arguments of `rca eval nezha`.
 #[derive(Debug, Args)]
 pub struct NezhaArgs {
-    /// The folder holding `rca_data/` and `construct_data/`.
+    /// The folder holding `rca_data/` (and `construct_data/`).
     dir: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -18,7 +30,19 @@ pub struct NezhaArgs {
     /// Only these day folders (repeatable).
     #[arg(long = "day")]
     days: Vec<String>,
-    /// Write the table into this Markdown file's `nezha` section (e.g. docs/benchmarks.md).
+    /// What the diagnoser is told about the fault time.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Alert)]
+    protocol: ProtocolArg,
+    /// The seed of the alert lags.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Also cross-validate the ranker's settings (and, under the alert protocol, the onset
+    /// detector's) over K contiguous folds of cases (choose on K-1, score the held-out fold)
+    /// and report both figures.
+    #[arg(long, value_name = "K")]
+    cross_validate: Option<usize>,
+    /// Write the tables into this Markdown file's `nezha-<protocol>` section (and
+    /// `nezha-<protocol>-cv` with `--cross-validate`), e.g. docs/benchmarks.md.
     #[arg(long, value_name = "FILE")]
     write_docs: Option<PathBuf>,
     /// Export this case (e.g. `2023-01-29/03`) as an incident directory instead of scoring.
@@ -27,17 +51,36 @@ pub struct NezhaArgs {
     /// Where `--export` writes the incident directory.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Take log templates from the online template miner (rca-tools `logs`) instead of the
-    /// simple built-in templater.
-    #[arg(long)]
-    miner: bool,
-    /// Also print, per case, the top candidates and their strongest findings.
+    /// Also print, per case, the onset and the top candidates.
     #[arg(long)]
     explain: bool,
-    /// Seconds of telemetry after the fault kept in an export (an export keeps everything from
-    /// the fault on, not only the settled minute the evaluation looks at).
-    #[arg(long, default_value_t = 180)]
-    export_after_secs: i64,
+    /// Score with all telemetry and with each modality (and the log-span join) withheld in
+    /// turn, instead of the plain evaluation; `--write-docs` writes `nezha-<protocol>-drop`.
+    #[arg(long, conflicts_with = "cross_validate")]
+    modality_drop: bool,
+    /// Instead of scoring the faults, inject network delays of these magnitudes (ms,
+    /// comma-separated) into the real minute before each fault and score whether the target
+    /// pod is found; `--write-docs` writes `nezha-network-delay`.
+    #[arg(
+        long = "network-delay",
+        value_name = "MS,...",
+        value_delimiter = ',',
+        conflicts_with_all = ["cross_validate", "modality_drop"]
+    )]
+    injected_delays: Vec<u64>,
+}
+
+impl NezhaArgs {
+    fn case_options(&self) -> nezha::CaseOptions {
+        nezha::CaseOptions {
+            protocol: match self.protocol {
+                ProtocolArg::Alert => nezha::Protocol::Alert,
+                ProtocolArg::FaultTime => nezha::Protocol::FaultTime,
+            },
+            seed: self.seed,
+            ..nezha::CaseOptions::default()
+        }
+    }
 }
 
 /// Runs `rca eval nezha`.
@@ -49,12 +92,7 @@ pub fn run(args: NezhaArgs) -> Result<()> {
             .find_map(|d| d.cases.iter().find(|c| &c.id == id).map(|c| (d, c)))
             .ok_or_else(|| nezha::NezhaError::NoSuchCase(id.clone()))?;
         let metrics = nezha::DayMetrics::load(day)?;
-        let options = nezha::CaseOptions {
-            settled_minute: None,
-            after_secs: args.export_after_secs,
-            ..nezha::CaseOptions::default()
-        };
-        let data = nezha::load_case(day, &metrics, case, &options)?;
+        let data = nezha::load_case(day, &metrics, case, &args.case_options())?;
         nezha::export_case(case, &data, out)?;
         eprintln!("wrote {}", out.display());
         return Ok(());
@@ -76,20 +114,100 @@ pub fn run(args: NezhaArgs) -> Result<()> {
         }
     };
     let options = nezha::EvalOptions {
+        case: args.case_options(),
         days: args.days.clone(),
-        use_miner: args.miner,
-        ..nezha::EvalOptions::default()
+        ..nezha::EvalOptions::new()?
     };
-    if args.explain {
-        return explain(&args, &options);
+    if !args.injected_delays.is_empty() {
+        let rows = nezha::delay_benchmark(
+            &args.dir,
+            &args.days,
+            &args.injected_delays,
+            args.seed,
+            &options.pipeline,
+            &mut progress,
+        )
+        .with_context(|| format!("injecting delays into {}", args.dir.display()))?;
+        let table = nezha::delay_table(&rows);
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            println!("{table}");
+        }
+        if let Some(path) = &args.write_docs {
+            let delays: Vec<String> = args.injected_delays.iter().map(u64::to_string).collect();
+            let command = format!(
+                "rca eval nezha {}{} --network-delay {} --seed {} --write-docs {}",
+                args.dir.display(),
+                args.days
+                    .iter()
+                    .map(|d| format!(" --day {d}"))
+                    .collect::<String>(),
+                delays.join(","),
+                args.seed,
+                path.display()
+            );
+            rca_eval::docs::write_section(path, "nezha-network-delay", &command, &table)?;
+            eprintln!("updated {}", path.display());
+        }
+        return Ok(());
+    }
+    if args.modality_drop {
+        let rows = nezha::modality_drop(&args.dir, &options, &mut progress)
+            .with_context(|| format!("evaluating {}", args.dir.display()))?;
+        let table = nezha::drop_table(&rows);
+        println!("{table}");
+        if let Some(path) = &args.write_docs {
+            let protocol = args.case_options().protocol;
+            let command = format!(
+                "rca eval nezha {}{} --protocol {protocol} --modality-drop --write-docs {}",
+                args.dir.display(),
+                args.days
+                    .iter()
+                    .map(|d| format!(" --day {d}"))
+                    .collect::<String>(),
+                path.display()
+            );
+            rca_eval::docs::write_section(
+                path,
+                &format!("nezha-{protocol}-drop"),
+                &command,
+                &table,
+            )?;
+            eprintln!("updated {}", path.display());
+        }
+        return Ok(());
     }
     let report = nezha::evaluate(&args.dir, &options, &mut progress)
         .with_context(|| format!("evaluating {}", args.dir.display()))?;
     let table = nezha::markdown_table(&report);
+    let cv = match args.cross_validate {
+        Some(k) => {
+            // Under the alert protocol the onset detector's constants are searched too.
+            let grid = nezha::default_grid(
+                &options.pipeline,
+                options.case.protocol == nezha::Protocol::Alert,
+            );
+            Some(
+                nezha::cross_validate(&args.dir, &options, &grid, k, &mut progress)
+                    .with_context(|| format!("cross-validating on {}", args.dir.display()))?,
+            )
+        }
+        None => None,
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let value = serde_json::json!({
+            "protocol": args.case_options().protocol,
+            "summary": report.summary,
+            "cases": report.cases,
+            "cross_validation": cv,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("{table}");
+        if let Some(cv) = &cv {
+            println!("{}", cv.to_markdown());
+        }
         for c in &report.cases {
             let top: Vec<&str> = c
                 .ranked_pods
@@ -97,8 +215,11 @@ pub fn run(args: NezhaArgs) -> Result<()> {
                 .take(3)
                 .map(|p| nezha::service_of(p))
                 .collect();
+            let onset = c
+                .onset_error_secs
+                .map_or("-".to_string(), |e| format!("{e:+.0}s"));
             println!(
-                "{}  truth {} ({})  predicted {} [{}]  {:.2}s",
+                "{}  truth {} ({})  predicted {} [{}]  onset {onset}  {:.2}s",
                 c.id,
                 nezha::service_of(&c.truth_pod),
                 c.truth_type,
@@ -108,61 +229,36 @@ pub fn run(args: NezhaArgs) -> Result<()> {
             );
         }
     }
+    if args.explain {
+        for c in &report.cases {
+            eprintln!("{} ranked: {}", c.id, c.ranked_pods.join(" > "));
+        }
+    }
     if let Some(path) = &args.write_docs {
+        let protocol = args.case_options().protocol;
         let mut command = format!("rca eval nezha {}", args.dir.display());
         for d in &args.days {
             command.push_str(&format!(" --day {d}"));
         }
-        if args.miner {
-            command.push_str(" --miner");
+        command.push_str(&format!(" --protocol {protocol}"));
+        if protocol == nezha::Protocol::Alert {
+            command.push_str(&format!(" --seed {}", args.seed));
+        }
+        if let Some(k) = args.cross_validate {
+            command.push_str(&format!(" --cross-validate {k}"));
         }
         command.push_str(&format!(" --write-docs {}", path.display()));
-        let section = if args.miner { "nezha-miner" } else { "nezha" };
-        rca_eval::docs::write_section(path, section, &command, &table)?;
+        let section = format!("nezha-{protocol}");
+        rca_eval::docs::write_section(path, &section, &command, &table)?;
+        if let Some(cv) = &cv {
+            rca_eval::docs::write_section(
+                path,
+                &format!("{section}-cv"),
+                &command,
+                &cv.to_markdown(),
+            )?;
+        }
         eprintln!("updated {}", path.display());
-    }
-    Ok(())
-}
-
-/// Prints the top candidates of every case with their strongest findings.
-fn explain(args: &NezhaArgs, options: &nezha::EvalOptions) -> Result<()> {
-    for day in nezha::discover(&args.dir)? {
-        if !options.days.is_empty() && !options.days.contains(&day.name) {
-            continue;
-        }
-        let metrics = nezha::DayMetrics::load(&day)?;
-        for case in &day.cases {
-            let data = nezha::load_case(&day, &metrics, case, &options.case)?;
-            let d = nezha::diagnose_case_with(&data, options.use_miner);
-            println!(
-                "== {} truth {} ({}) -> {}",
-                case.id,
-                nezha::service_of(&case.truth_pod),
-                case.truth_type,
-                d.fault_type
-            );
-            let truth_at = d.ranked.iter().position(|r| r.component == case.truth_pod);
-            let show: Vec<usize> = (0..d.ranked.len().min(4))
-                .chain(truth_at.filter(|&i| i >= 4))
-                .collect();
-            for r in show.iter().map(|&i| &d.ranked[i]) {
-                let mods: Vec<String> = r.modalities.iter().map(|m| m.to_string()).collect();
-                let mark = if r.component == case.truth_pod {
-                    "*"
-                } else {
-                    " "
-                };
-                println!("{mark} {:.3} {} [{}]", r.score, r.component, mods.join(","));
-                for f in r.findings.iter().take(4) {
-                    println!(
-                        "      {} {:.1} {}",
-                        f.modality,
-                        f.score,
-                        f.summary.chars().take(150).collect::<String>()
-                    );
-                }
-            }
-        }
     }
     Ok(())
 }

@@ -151,6 +151,7 @@ mod html_in_chromium {
                 window: TimeRange::new(t0, t0.offset_millis(120_000)),
                 system: String::new(),
                 topology: vec![],
+                onset: None,
             },
             report: DiagnosisReport {
                 root_cause: "orders saturates its CPU".into(),

@@ -112,4 +112,9 @@ pub struct Incident {
     /// Known caller -> callee edges between components, when the host has them.
     #[serde(default)]
     pub topology: Vec<(String, String)>,
+    /// When the problem began, when the host knows it (a deploy, an injected fault). `None`:
+    /// the diagnosis estimates the onset from the telemetry (an alert fires some time after
+    /// the fault, so `detected_at` alone does not say where normal behaviour ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onset: Option<Timestamp>,
 }

@@ -183,7 +183,8 @@ impl fmt::Display for Responsibility {
 pub struct RootCauseCandidate {
     /// The component blamed.
     pub component: String,
-    /// The kind of fault, when known (e.g. `cpu_contention`, `exception`).
+    /// The kind of fault, when known (a label of the fault-type vocabulary in use, e.g.
+    /// `cpu_saturation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault_type: Option<String>,
     /// When the fault is thought to have started.

@@ -1,12 +1,10 @@
-//! One alert -> one incident -> one staged diagnosis (the orchestra with deterministic
-//! policies), as a redacted [`StoredReport`].
+//! One alert -> one incident -> one staged diagnosis (the library's diagnosis pipeline with
+//! deterministic policies), as a redacted [`StoredReport`].
 
 use std::sync::Arc;
 
-use rca_agents::memory::InMemoryShortTermMemory;
 use rca_agents::orchestra::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
-use rca_agents::orchestra::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
-use rca_agents::orchestra::{Explorer, Orchestrator};
+use rca_agents::orchestra::{DiagnosisPipeline, Explorer, PipelineConfig, RoleModels};
 use rca_core::trajectory::Trajectory;
 use rca_core::{DiagnosisReport, Evidence, Incident, TimeRange, Timestamp};
 use rca_llm::redact::Redactor;
@@ -174,6 +172,7 @@ impl Diagnoser {
             ),
             system: String::new(),
             topology: self.sources.topology.clone(),
+            onset: None,
         };
         let summary = AlertSummary {
             name: alert.name().to_string(),
@@ -222,18 +221,23 @@ impl Diagnoser {
             incident: id.clone(),
             message,
         };
-        let controller = ConvergenceController {
-            min_modalities: self.min_modalities,
-            ..ConvergenceController::default()
-        };
-        let orchestrator = Orchestrator::new(
-            Arc::new(OrderedPlanner::default()),
-            Arc::new(controller),
-            Arc::new(EvidenceReasoner::default()),
+        // The library's diagnosis pipeline (deterministic roles), over this service's
+        // explorers. Its sources are queried live, so the onset is not estimated: the current
+        // window is the last `current_minutes` before the alert.
+        let pipeline = DiagnosisPipeline::with_explorers(
             self.explorers(),
-        );
-        let run = orchestrator
-            .run(&incident, &InMemoryShortTermMemory::new())
+            self.sources.topology.clone(),
+            RoleModels::default(),
+            PipelineConfig {
+                current_minutes: (self.current_millis / 60_000).max(1),
+                min_modalities: self.min_modalities,
+                onset: None,
+                ..PipelineConfig::default()
+            },
+        )
+        .map_err(|e| failed(e.to_string()))?;
+        let run = pipeline
+            .run(&incident)
             .await
             .map_err(|e| failed(e.to_string()))?;
         let stored = StoredReport {

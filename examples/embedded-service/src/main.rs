@@ -34,6 +34,7 @@ async fn main() -> ExitCode {
         window: TimeRange::new(detected_at.offset_millis(-3_600_000), detected_at),
         system: String::new(),
         topology: Vec::new(),
+        onset: None,
     };
     let model = HostModel::new(GatewayConfig {
         address: address.clone(),

@@ -59,6 +59,7 @@ async fn host_model_and_host_store_diagnose_together() {
         window: TimeRange::new(minute(60), detected),
         system: String::new(),
         topology: Vec::new(),
+        onset: None,
     };
     let run = diagnose(model, store, &incident).await.unwrap();
     assert_eq!(

@@ -71,11 +71,9 @@ pub async fn evaluate(
             }
             progress(&nc.id);
             let dir = work.join(nc.id.replace('/', "-"));
-            // The whole period after the fault, as `rca eval nezha --export` writes it.
-            let options = nezha::CaseOptions {
-                settled_minute: None,
-                ..nezha::CaseOptions::default()
-            };
+            // The alert protocol, as `rca eval nezha --export` writes it: the window ends at
+            // the alert and does not begin at the fault.
+            let options = nezha::CaseOptions::default();
             let loaded = nezha::load_case(&day, &metrics, nc, &options).map_err(err)?;
             nezha::export_case(nc, &loaded, &dir).map_err(err)?;
             let case = Case {

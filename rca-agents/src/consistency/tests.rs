@@ -105,6 +105,7 @@ fn incident() -> Incident {
         window: TimeRange::new(Timestamp(0), Timestamp(10)),
         system: String::new(),
         topology: vec![],
+        onset: None,
     }
 }
 

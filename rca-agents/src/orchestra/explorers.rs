@@ -39,13 +39,20 @@ impl Default for WindowPolicy {
 }
 
 impl WindowPolicy {
-    /// The windows for an incident; `Refine` doubles the current window.
+    /// The windows for an incident: the current window runs from the incident's onset (when
+    /// known or estimated) to the detection time, or else is the last `current_millis` before
+    /// it; the baseline ends where the current window begins. `Refine` doubles the current
+    /// window.
     pub fn windows(&self, incident: &Incident, escalation: Escalation) -> Window {
-        let span = match escalation {
-            Escalation::Refine => self.current_millis.saturating_mul(2),
+        let end = incident.detected_at;
+        let length = match incident.onset {
+            Some(onset) if onset < end => end.millis() - onset.millis(),
             _ => self.current_millis,
         };
-        let end = incident.detected_at;
+        let span = match escalation {
+            Escalation::Refine => length.saturating_mul(2),
+            _ => length,
+        };
         let start = end.offset_millis(-span).max(incident.window.start);
         let current = TimeRange::new(start, end);
         let baseline = self
@@ -78,7 +85,9 @@ pub struct TelemetryExplorer {
     telemetry: Telemetry,
     windows: WindowPolicy,
     spans: Option<(Arc<dyn TraceSource>, EventAnalyzer)>,
-    /// How many findings (strongest first) become evidence.
+    /// How many findings per component (strongest first) become evidence: a cap per
+    /// component, so a component with many findings cannot push another's out of the
+    /// ranking.
     pub max_evidence: usize,
 }
 
@@ -104,7 +113,7 @@ impl TelemetryExplorer {
             telemetry,
             windows,
             spans: None,
-            max_evidence: 200,
+            max_evidence: 10,
         }
     }
 
@@ -116,67 +125,124 @@ impl TelemetryExplorer {
         self
     }
 
-    async fn findings(
-        &self,
-        window: &Window,
-        escalation: Escalation,
-    ) -> Result<(Vec<Finding>, usize), OrchestraError> {
+    /// Reads the records of both windows once.
+    async fn fetch(&self, window: &Window) -> Result<Fetched, OrchestraError> {
         let range = self.windows.span(window);
         let fail = |e: rca_core::SourceError| OrchestraError::Role {
             role: self.name.clone(),
             message: e.to_string(),
         };
-        // Refine also loosens the analyzer's threshold.
-        let loosen = |z: f64| {
-            if escalation == Escalation::Refine {
-                (z * 0.75).max(1.0)
-            } else {
-                z
-            }
-        };
         Ok(match &self.telemetry {
-            Telemetry::Metrics(source, analyzer) => {
-                let samples: Vec<_> =
-                    collect_records(source.samples(&MetricQuery::range(range)).await)
-                        .await
-                        .map_err(fail)?;
-                let mut a = analyzer.clone();
-                a.min_z = loosen(a.min_z);
-                (a.analyze(&samples, window), samples.len())
-            }
-            Telemetry::Traces(source, analyzer) => {
-                let spans: Vec<_> = collect_records(source.spans(&TraceQuery::range(range)).await)
+            Telemetry::Metrics(source, _) => Fetched::Metrics(
+                collect_records(source.samples(&MetricQuery::range(range)).await)
+                    .await
+                    .map_err(fail)?,
+            ),
+            Telemetry::Traces(source, _) => Fetched::Traces(
+                collect_records(source.spans(&TraceQuery::range(range)).await)
+                    .await
+                    .map_err(fail)?,
+            ),
+            Telemetry::Logs(source, _) => {
+                let records = collect_records(source.logs(&LogQuery::range(range)).await)
                     .await
                     .map_err(fail)?;
-                let mut a = analyzer.clone();
-                a.min_z = loosen(a.min_z);
-                (a.analyze(&spans, window), spans.len())
-            }
-            Telemetry::Logs(source, analyzer) => {
-                let records: Vec<_> = collect_records(source.logs(&LogQuery::range(range)).await)
-                    .await
-                    .map_err(fail)?;
-                let mut a = analyzer.clone();
-                a.min_z = loosen(a.min_z);
-                let mut findings = a.analyze(&records, window);
-                if let Some((traces, events)) = &self.spans {
-                    let spans: Vec<_> =
+                let spans = match &self.spans {
+                    Some((traces, _)) => Some(
                         collect_records(traces.spans(&TraceQuery::range(range)).await)
                             .await
-                            .map_err(fail)?;
+                            .map_err(fail)?,
+                    ),
+                    None => None,
+                };
+                Fetched::Logs(records, spans)
+            }
+        })
+    }
+
+    /// The analyzer's threshold (the log analyzer's for logs).
+    fn min_z(&self) -> f64 {
+        match &self.telemetry {
+            Telemetry::Metrics(_, a) => a.min_z,
+            Telemetry::Traces(_, a) => a.min_z,
+            Telemetry::Logs(_, a) => a.min_z,
+        }
+    }
+
+    /// The analyzer's findings over `window`, its thresholds scaled by `scale`.
+    fn analyze(&self, data: &Fetched, window: &Window, scale: f64) -> Vec<Finding> {
+        let loosen = |z: f64| if scale < 1.0 { (z * scale).max(1.0) } else { z };
+        match (&self.telemetry, data) {
+            (Telemetry::Metrics(_, analyzer), Fetched::Metrics(samples)) => {
+                let mut a = analyzer.clone();
+                a.min_z = loosen(a.min_z);
+                a.analyze(samples, window)
+            }
+            (Telemetry::Traces(_, analyzer), Fetched::Traces(spans)) => {
+                let mut a = analyzer.clone();
+                a.min_z = loosen(a.min_z);
+                a.analyze(spans, window)
+            }
+            (Telemetry::Logs(_, analyzer), Fetched::Logs(records, spans)) => {
+                let mut a = analyzer.clone();
+                a.min_z = loosen(a.min_z);
+                let mut findings = a.analyze(records, window);
+                if let (Some((_, events)), Some(spans)) = (&self.spans, spans) {
                     let mut e = events.clone();
                     e.min_z = loosen(e.min_z);
                     findings.extend(e.analyze(
-                        &records,
-                        &spans,
+                        records,
+                        spans,
                         window,
                         &rca_tools::analyze::logs::simple_template,
                     ));
                 }
-                (findings, records.len())
+                findings
             }
-        })
+            _ => Vec::new(),
+        }
     }
+}
+
+/// The records one explorer read.
+enum Fetched {
+    Metrics(Vec<rca_core::source::MetricSample>),
+    Traces(Vec<rca_core::source::Span>),
+    Logs(
+        Vec<rca_core::source::LogRecord>,
+        Option<Vec<rca_core::source::Span>>,
+    ),
+}
+
+impl Fetched {
+    fn len(&self) -> usize {
+        match self {
+            Fetched::Metrics(v) => v.len(),
+            Fetched::Traces(v) => v.len(),
+            Fetched::Logs(v, _) => v.len(),
+        }
+    }
+}
+
+/// The null windows inside a baseline: its last stretch as long as the current window
+/// against the rest (or its two halves when it is shorter than twice the current window).
+/// What the analyzer finds there is what normal variation alone produces.
+fn null_window(window: &Window) -> Option<Window> {
+    let b = window.baseline;
+    let length = b.duration_millis();
+    if length < 2 {
+        return None;
+    }
+    let current = window.current.duration_millis().max(1);
+    let split = if length >= 2 * current {
+        b.end.offset_millis(-current)
+    } else {
+        b.start.offset_millis(length / 2)
+    };
+    Some(Window::new(
+        TimeRange::new(b.start, split),
+        TimeRange::new(split, b.end),
+    ))
 }
 
 fn modality_of(t: &Telemetry) -> Modality {
@@ -199,29 +265,98 @@ impl Explorer for TelemetryExplorer {
 
     async fn explore(&self, request: &ExploreRequest<'_>) -> Result<Exploration, OrchestraError> {
         let window = self.windows.windows(request.incident, request.escalation);
-        let (mut findings, records) = self.findings(&window, request.escalation).await?;
+        let data = self.fetch(&window).await?;
+        let records = data.len();
+        // Refine loosens the analyzer's threshold.
+        let scale = if request.escalation == Escalation::Refine {
+            0.75
+        } else {
+            1.0
+        };
+        let mut findings = self.analyze(&data, &window, scale);
+        // Calibration: the strongest finding the baseline produces against itself. A finding
+        // counts as this modality agreeing only above it (and above the analyzer's threshold).
+        let null_max = null_window(&window)
+            .map(|w| {
+                self.analyze(&data, &w, scale)
+                    .iter()
+                    .map(|f| f.score)
+                    .fold(0.0, f64::max)
+            })
+            .unwrap_or(0.0);
+        let significance = null_max.max(self.min_z() * scale);
+        // Short-term memory: the components earlier explorers published are examined again
+        // at a looser threshold, and what that shows is reported in the step. It is not
+        // evidence: a wrong early conclusion can draw this explorer's attention but cannot
+        // lend it this modality's support.
+        let mut published: Vec<(String, String)> = Vec::new();
+        for c in request.conclusions.iter().filter(|c| c.author != self.name) {
+            for component in &c.components {
+                if !published.iter().any(|(p, _)| p == component) {
+                    published.push((component.clone(), c.author.clone()));
+                }
+            }
+        }
+        let mut looked_harder: Vec<Finding> = Vec::new();
+        if !published.is_empty() {
+            let known: std::collections::HashSet<(&str, &str)> = findings
+                .iter()
+                .map(|f| (f.component.as_str(), f.summary.as_str()))
+                .collect();
+            looked_harder = self
+                .analyze(&data, &window, scale * 0.75)
+                .into_iter()
+                .filter(|f| published.iter().any(|(p, _)| *p == f.component))
+                .filter(|f| !known.contains(&(f.component.as_str(), f.summary.as_str())))
+                .collect();
+            looked_harder.sort_by(|a, b| b.score.total_cmp(&a.score));
+        }
         findings.sort_by(|a, b| b.score.total_cmp(&a.score));
-        let action = format!(
-            "{} analyzer over {records} records (baseline {}, current {})",
+        let mut action = format!(
+            "{} analyzer over {records} records (baseline {}, current {}); significance {} \
+             (baseline against itself: {})",
             self.modality(),
             window.baseline,
-            window.current
+            window.current,
+            fmt_score(significance),
+            fmt_score(null_max)
         );
+        if !published.is_empty() {
+            let names: Vec<String> = published
+                .iter()
+                .map(|(c, by)| format!("{c} (from {by})"))
+                .collect();
+            action.push_str(&format!(
+                "; looked harder at the published {}: {} weaker finding(s){}",
+                names.join(", "),
+                looked_harder.len(),
+                looked_harder
+                    .first()
+                    .map(|f| format!(", the strongest: {}", f.summary))
+                    .unwrap_or_default()
+            ));
+        }
         if records == 0 {
             return Ok(Exploration {
                 evidence: Vec::new(),
                 conclusion: format!("no {} data in the windows", self.modality()),
                 completed: false,
                 actions: vec![action],
+                significance: None,
             });
         }
+        let mut per_component: std::collections::HashMap<&str, usize> = Default::default();
         let evidence: Vec<Evidence> = findings
             .iter()
-            .take(self.max_evidence)
+            .filter(|f| {
+                let n = per_component.entry(f.component.as_str()).or_default();
+                *n += 1;
+                *n <= self.max_evidence.max(1)
+            })
             .map(Finding::to_evidence)
             .collect();
         let mut top: Vec<String> = Vec::new();
-        for f in &findings {
+        for f in findings.iter().filter(|f| f.score > significance) {
             if !top.contains(&f.component) {
                 top.push(f.component.clone());
             }
@@ -229,43 +364,56 @@ impl Explorer for TelemetryExplorer {
                 break;
             }
         }
-        let focus = if request.subgoal.focus.is_empty() {
+        let mut focus_list: Vec<&String> = request.subgoal.focus.iter().collect();
+        for (c, _) in &published {
+            if !focus_list.contains(&c) {
+                focus_list.push(c);
+            }
+        }
+        let focus = if focus_list.is_empty() {
             String::new()
         } else {
-            let hit: Vec<&String> = request
-                .subgoal
-                .focus
+            let hit: Vec<&str> = focus_list
                 .iter()
-                .filter(|c| findings.iter().any(|f| &f.component == *c))
+                .filter(|c| findings.iter().any(|f| &f.component == **c))
+                .map(|c| c.as_str())
                 .collect();
             format!(
                 "; of the focus components, {} show anomalies",
                 if hit.is_empty() {
                     "none".to_string()
                 } else {
-                    hit.iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    hit.join(", ")
                 }
             )
         };
-        let conclusion = match findings.first() {
-            Some(f) => format!(
+        let conclusion = match (findings.first(), top.is_empty()) {
+            (Some(f), false) => format!(
                 "{} anomalies point at {} (strongest: {}){focus}",
                 self.modality(),
                 top.join(", "),
                 f.summary
             ),
-            None => format!("no {} anomaly against the baseline{focus}", self.modality()),
+            (Some(f), true) => format!(
+                "no {} anomaly above the significance level {} (strongest: {}){focus}",
+                self.modality(),
+                fmt_score(significance),
+                f.summary
+            ),
+            (None, _) => format!("no {} anomaly against the baseline{focus}", self.modality()),
         };
         Ok(Exploration {
             evidence,
             conclusion,
             completed: true,
             actions: vec![action],
+            significance: Some(significance),
         })
     }
+}
+
+fn fmt_score(x: f64) -> String {
+    format!("{x:.1}")
 }
 
 #[cfg(test)]
@@ -292,6 +440,7 @@ mod tests {
             window: TimeRange::new(Timestamp(0), Timestamp(60 * MIN)),
             system: String::new(),
             topology: Vec::new(),
+            onset: None,
         }
     }
 
@@ -375,7 +524,13 @@ mod tests {
     }
 
     fn explorers(cutoff: Option<Timestamp>) -> Vec<Arc<dyn Explorer>> {
-        let (metrics, spans, logs) = telemetry();
+        explorers_over(telemetry(), cutoff)
+    }
+
+    fn explorers_over(
+        (metrics, spans, logs): (Vec<MetricSample>, Vec<Span>, Vec<LogRecord>),
+        cutoff: Option<Timestamp>,
+    ) -> Vec<Arc<dyn Explorer>> {
         let policy = WindowPolicy::default();
         vec![
             Arc::new(TelemetryExplorer::new(
@@ -447,6 +602,83 @@ mod tests {
                 .iter()
                 .all(|e| e.observed_at < incident().detected_at)
         );
+    }
+
+    /// The failure mode of shared memory: the first explorer publishes a wrong component (the
+    /// metrics point at `cache`, the traces and logs at `db`). The later explorers look harder
+    /// at `cache` and say so, but what that adds lies below their significance level, so the
+    /// two-modality rule still concludes on `db`.
+    #[tokio::test]
+    async fn a_wrong_early_conclusion_does_not_lock_the_others_in() {
+        let (mut metrics, spans, logs) = telemetry();
+        for m in &mut metrics {
+            let bad = m.timestamp >= Timestamp(52 * MIN);
+            if bad && m.component == "db" {
+                m.value = 31.0;
+            }
+            if bad && m.component == "cache" {
+                m.value = 80.0;
+            }
+        }
+        let o = Orchestrator::new(
+            Arc::new(OrderedPlanner::default()),
+            Arc::new(ConvergenceController::default()),
+            Arc::new(EvidenceReasoner::default()),
+            explorers_over((metrics, spans, logs), Some(incident().detected_at)),
+        );
+        let run = o
+            .run(&incident(), &InMemoryShortTermMemory::new())
+            .await
+            .unwrap();
+        let explored: Vec<&Exploration> = run
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                super::super::RunEvent::Explored { exploration, .. } => Some(exploration),
+                _ => None,
+            })
+            .collect();
+        // Metrics ran first and pointed at cache.
+        assert!(
+            explored[0].conclusion.contains("cache"),
+            "{}",
+            explored[0].conclusion
+        );
+        // A later explorer read that and looked harder at cache.
+        assert!(
+            explored[1..].iter().any(|x| x
+                .actions
+                .iter()
+                .any(|a| a.contains("looked harder at the published cache"))),
+            "{explored:?}"
+        );
+        assert!(explored.iter().all(|x| x.significance.is_some()));
+        assert!(
+            matches!(&run.decision, Some(Decision::Conclude { component, .. }) if component == "db"),
+            "{:?}",
+            run.decision
+        );
+    }
+
+    #[tokio::test]
+    async fn the_onset_sets_the_current_window() {
+        let mut inc = incident();
+        inc.onset = Some(Timestamp(52 * MIN));
+        let w = WindowPolicy::default().windows(&inc, Escalation::None);
+        assert_eq!(
+            w.current,
+            TimeRange::new(Timestamp(52 * MIN), Timestamp(60 * MIN))
+        );
+        assert_eq!(
+            w.baseline,
+            TimeRange::new(Timestamp(0), Timestamp(52 * MIN))
+        );
+        let r = WindowPolicy::default().windows(&inc, Escalation::Refine);
+        assert_eq!(r.current.start, Timestamp(44 * MIN));
+        // An onset at the detection time leaves the fixed-length window.
+        inc.onset = Some(inc.detected_at);
+        let w = WindowPolicy::default().windows(&inc, Escalation::None);
+        assert_eq!(w.current.start, Timestamp(50 * MIN));
     }
 
     #[tokio::test]

@@ -169,6 +169,7 @@ impl Explorer for GeneratedToolExplorer {
                     ),
                     completed: false,
                     actions: vec!["tool generation escalated".into()],
+                    significance: None,
                 });
             }
         };
@@ -190,6 +191,7 @@ impl Explorer for GeneratedToolExplorer {
                     conclusion: format!("tool {name} failed: {e}"),
                     completed: false,
                     actions: vec![format!("{how} tool {name}")],
+                    significance: None,
                 });
             }
         };
@@ -206,6 +208,7 @@ impl Explorer for GeneratedToolExplorer {
             conclusion,
             completed: true,
             actions: vec![format!("{how} tool {name}"), format!("ran {name}")],
+            significance: None,
         })
     }
 }

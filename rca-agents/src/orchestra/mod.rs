@@ -26,8 +26,8 @@ pub mod pipeline;
 pub mod policy;
 mod roles;
 
-pub use orchestrator::{Fallbacks, Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
-pub use pipeline::{DiagnosisPipeline, PipelineConfig, RoleModels};
+pub use orchestrator::{Fallbacks, Onset, Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
+pub use pipeline::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
 pub use roles::{
     Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
     OrchestraError, PastAction, Plan, Planner, Reasoner, ReplanRequest, Subgoal,

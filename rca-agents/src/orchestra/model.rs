@@ -254,7 +254,7 @@ impl Controller for ModelController {
             r#"{"decision": "continue", "reason": "..."}"#,
         )
         .await?;
-        let converged = self.rule.converged(view.evidence);
+        let converged = self.rule.converged(view.evidence, view.significance);
         let more = view.done < view.plan.subgoals.len();
         Ok(
             match (
@@ -417,6 +417,7 @@ mod tests {
             window: TimeRange::new(Timestamp(0), Timestamp(1000)),
             system: String::new(),
             topology: Vec::new(),
+            onset: None,
         }
     }
 
@@ -479,6 +480,7 @@ mod tests {
             done: 1,
             evidence: &one,
             failing: &[],
+            significance: &Default::default(),
         };
         assert_eq!(c.decide(&view).await.unwrap(), Decision::Continue);
         let two = vec![
@@ -491,6 +493,7 @@ mod tests {
             done: 2,
             evidence: &two,
             failing: &[],
+            significance: &Default::default(),
         };
         assert!(
             matches!(c.decide(&view).await.unwrap(), Decision::Conclude { component, .. } if component == "db")

@@ -112,6 +112,32 @@ pub struct RunRecord {
     pub decision: Option<Decision>,
     /// Every event, in order.
     pub events: Vec<RunEvent>,
+    /// Where the current window began: the incident's stated onset, or the one the pipeline
+    /// estimated (`None`: neither; the current window was a fixed length).
+    pub onset: Option<Onset>,
+}
+
+/// The onset a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "source")]
+pub enum Onset {
+    /// The incident stated it.
+    Known {
+        /// When the problem began.
+        at: rca_core::Timestamp,
+    },
+    /// Estimated from the telemetry.
+    Estimated(rca_tools::analyze::onset::OnsetEstimate),
+}
+
+impl Onset {
+    /// When the problem began.
+    pub fn at(&self) -> rca_core::Timestamp {
+        match self {
+            Onset::Known { at } => *at,
+            Onset::Estimated(e) => e.at,
+        }
+    }
 }
 
 impl RunRecord {
@@ -424,6 +450,7 @@ impl Orchestrator {
         }
         let mut events = Vec::new();
         let mut evidence: Vec<Evidence> = Vec::new();
+        let mut significance: std::collections::BTreeMap<Modality, f64> = Default::default();
         let mut plan = self.plan(incident, &available, None, &mut events).await?;
         events.push(RunEvent::Planned { plan: plan.clone() });
         let mut explorations = 0usize;
@@ -476,9 +503,17 @@ impl Orchestrator {
                         Ok(found) => {
                             let completed = found.completed;
                             if completed {
+                                // Only findings above the modality's calibrated level are
+                                // published as what it points at.
+                                let level = found.significance.unwrap_or(0.0);
+                                if let Some(l) = found.significance {
+                                    significance.insert(explorer.modality(), l);
+                                }
                                 let mut components: Vec<String> = Vec::new();
                                 for e in &found.evidence {
-                                    if e.score > 0.0 && !components.contains(&e.component) {
+                                    if e.score > level.max(0.0)
+                                        && !components.contains(&e.component)
+                                    {
                                         components.push(e.component.clone());
                                     }
                                 }
@@ -525,6 +560,7 @@ impl Orchestrator {
                     done,
                     evidence: &evidence,
                     failing: &failing,
+                    significance: &significance,
                 };
                 let decision = self.decide(&view, &mut events).await?;
                 events.push(RunEvent::Decided {
@@ -579,6 +615,7 @@ impl Orchestrator {
             evidence,
             decision: final_decision,
             events,
+            onset: incident.onset.map(|at| Onset::Known { at }),
         })
     }
 }
@@ -716,6 +753,7 @@ mod tests {
                 conclusion: format!("{} looked", self.name),
                 completed: true,
                 actions: vec!["scan".into()],
+                significance: None,
             })
         }
     }
@@ -733,6 +771,7 @@ mod tests {
             window: TimeRange::new(Timestamp(0), Timestamp(100)),
             system: String::new(),
             topology: Vec::new(),
+            onset: None,
         }
     }
 

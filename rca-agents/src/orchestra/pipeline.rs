@@ -1,21 +1,26 @@
 //! The diagnosis pipeline of an incident directory: one explorer per modality present, the
 //! roles (model-backed where the host gives a model, deterministic policies otherwise, and the
-//! policies as fallbacks of the model-backed roles), and a run bounded by a wall-time budget.
-//! `rca diagnose` and the real-model agent runs call it the same way.
+//! policies as fallbacks of the model-backed roles), the onset (known, or estimated from the
+//! telemetry), and a run bounded by a wall-time budget. `rca diagnose`, `rca eval nezha`, the
+//! real-model agent runs and the diagnosis service call it the same way.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rca_core::llm::ChatModel;
+use rca_tools::analyze::classify::FaultTaxonomy;
 use rca_tools::analyze::events::EventAnalyzer;
 use rca_tools::analyze::logs::LogAnalyzer;
 use rca_tools::analyze::metrics::MetricAnalyzer;
+use rca_tools::analyze::onset::{OnsetDetector, OnsetEstimate};
+use rca_tools::analyze::rank::Ranker;
 use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
 use rca_tools::incident_dir::IncidentDir;
+use rca_tools::sources::{FileLogSource, FileMetricSource, FileTraceSource};
 
 use super::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
 use super::model::{ModelController, ModelPlanner, ModelReasoner};
-use super::orchestrator::{Fallbacks, Orchestrator, RunRecord};
+use super::orchestrator::{Fallbacks, Onset, Orchestrator, RunRecord};
 use super::policy::{ConvergenceController, EvidenceReasoner, OrderedPlanner};
 use super::roles::{Controller, Explorer, OrchestraError, Planner, Reasoner};
 use crate::memory::InMemoryShortTermMemory;
@@ -54,6 +59,14 @@ pub struct PipelineConfig {
     /// Whether a model-backed role whose model fails hands over to its policy (recorded as a
     /// [`super::RunEvent::RoleFellBack`]) instead of ending the run.
     pub fall_back_to_policies: bool,
+    /// How the onset is estimated when the incident does not state it (`None`: it is not,
+    /// and the current window is the last `current_minutes`).
+    pub onset: Option<OnsetDetector>,
+    /// How the policies combine evidence across modalities (the controller's choice among
+    /// converging components and the reasoner's ranking).
+    pub ranker: Ranker,
+    /// The fault-type vocabulary the reasoner names types with.
+    pub taxonomy: FaultTaxonomy,
 }
 
 impl Default for PipelineConfig {
@@ -63,6 +76,9 @@ impl Default for PipelineConfig {
             min_modalities: 2,
             wall_time: None,
             fall_back_to_policies: true,
+            onset: Some(OnsetDetector::default()),
+            ranker: Ranker::multimodal(),
+            taxonomy: FaultTaxonomy::default(),
         }
     }
 }
@@ -73,6 +89,7 @@ pub struct DiagnosisPipeline {
     /// The service graph: the manifest's topology, or the call edges of the traces.
     pub service_graph: Vec<(String, String)>,
     config: PipelineConfig,
+    telemetry: Option<IncidentTelemetry>,
 }
 
 impl std::fmt::Debug for DiagnosisPipeline {
@@ -89,42 +106,107 @@ pub fn service_graph(loaded: &IncidentDir) -> Vec<(String, String)> {
     if !loaded.incident.topology.is_empty() {
         return loaded.incident.topology.clone();
     }
-    ServiceGraph::from_spans(loaded.traces.spans_all())
+    graph_of_spans(&loaded.traces)
+}
+
+fn graph_of_spans(traces: &FileTraceSource) -> Vec<(String, String)> {
+    ServiceGraph::from_spans(traces.spans_all())
         .edges()
         .into_iter()
         .map(|(a, b, _)| (a, b))
         .collect()
 }
 
+/// The telemetry of one incident, shared by its explorers and the onset estimate: what an
+/// incident directory holds, or records a host (or an evaluation) brings.
+#[derive(Debug, Clone)]
+pub struct IncidentTelemetry {
+    /// Log lines.
+    pub logs: Arc<FileLogSource>,
+    /// Metric samples.
+    pub metrics: Arc<FileMetricSource>,
+    /// Spans.
+    pub traces: Arc<FileTraceSource>,
+    /// A known quiet period, when the host has one.
+    pub baseline: Option<rca_core::TimeRange>,
+}
+
+impl IncidentTelemetry {
+    /// The telemetry of a loaded incident directory.
+    pub fn of_dir(loaded: &IncidentDir) -> Self {
+        IncidentTelemetry {
+            logs: Arc::new(loaded.logs.clone()),
+            metrics: Arc::new(loaded.metrics.clone()),
+            traces: Arc::new(loaded.traces.clone()),
+            baseline: loaded.baseline,
+        }
+    }
+
+    /// The service graph: `incident`'s topology, or else the call edges of the spans.
+    pub fn service_graph(&self, incident: &rca_core::Incident) -> Vec<(String, String)> {
+        if incident.topology.is_empty() {
+            graph_of_spans(&self.traces)
+        } else {
+            incident.topology.clone()
+        }
+    }
+
+    /// One explorer per modality present (metrics, traces, logs joined to spans when there
+    /// are spans).
+    pub fn explorers(&self, windows: WindowPolicy) -> Vec<Arc<dyn Explorer>> {
+        let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
+        if !self.metrics.samples_all().is_empty() {
+            explorers.push(Arc::new(TelemetryExplorer::new(
+                Telemetry::Metrics(self.metrics.clone(), MetricAnalyzer::default()),
+                windows,
+            )));
+        }
+        let has_spans = !self.traces.spans_all().is_empty();
+        if has_spans {
+            explorers.push(Arc::new(TelemetryExplorer::new(
+                Telemetry::Traces(self.traces.clone(), TraceAnalyzer::default()),
+                windows,
+            )));
+        }
+        if !self.logs.records().is_empty() {
+            let mut logs = TelemetryExplorer::new(
+                Telemetry::Logs(self.logs.clone(), LogAnalyzer::default()),
+                windows,
+            );
+            if has_spans {
+                // Log lines joined to their spans: what each operation's requests stopped
+                // doing.
+                logs = logs.with_spans(self.traces.clone(), EventAnalyzer::default());
+            }
+            explorers.push(Arc::new(logs));
+        }
+        explorers
+    }
+
+    /// The onset of `incident` estimated from every modality inside its window (up to the
+    /// detection time).
+    pub fn estimate_onset(
+        &self,
+        incident: &rca_core::Incident,
+        detector: &OnsetDetector,
+    ) -> Option<OnsetEstimate> {
+        let window = rca_core::TimeRange::new(
+            incident.window.start,
+            incident.window.end.min(incident.detected_at),
+        );
+        detector.detect(
+            window,
+            self.metrics.samples_all(),
+            self.traces.spans_all(),
+            self.logs.records(),
+        )
+    }
+}
+
 /// One explorer per modality present in `loaded` (metrics, traces, logs joined to spans when
 /// there are spans).
 pub fn telemetry_explorers(loaded: &IncidentDir, windows: WindowPolicy) -> Vec<Arc<dyn Explorer>> {
-    let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
-    if !loaded.metrics.samples_all().is_empty() {
-        explorers.push(Arc::new(TelemetryExplorer::new(
-            Telemetry::Metrics(Arc::new(loaded.metrics.clone()), MetricAnalyzer::default()),
-            windows,
-        )));
-    }
-    let has_spans = !loaded.traces.spans_all().is_empty();
-    if has_spans {
-        explorers.push(Arc::new(TelemetryExplorer::new(
-            Telemetry::Traces(Arc::new(loaded.traces.clone()), TraceAnalyzer::default()),
-            windows,
-        )));
-    }
-    if !loaded.logs.records().is_empty() {
-        let mut logs = TelemetryExplorer::new(
-            Telemetry::Logs(Arc::new(loaded.logs.clone()), LogAnalyzer::default()),
-            windows,
-        );
-        if has_spans {
-            // Log lines joined to their spans: what each operation's requests stopped doing.
-            logs = logs.with_spans(Arc::new(loaded.traces.clone()), EventAnalyzer::default());
-        }
-        explorers.push(Arc::new(logs));
-    }
-    explorers
+    IncidentTelemetry::of_dir(loaded).explorers(windows)
 }
 
 impl DiagnosisPipeline {
@@ -134,12 +216,37 @@ impl DiagnosisPipeline {
         models: RoleModels,
         config: PipelineConfig,
     ) -> Result<Self, OrchestraError> {
+        Self::over(
+            IncidentTelemetry::of_dir(loaded),
+            &loaded.incident,
+            models,
+            config,
+        )
+    }
+
+    /// The pipeline over telemetry the caller holds, with the built-in telemetry explorers.
+    pub fn over(
+        telemetry: IncidentTelemetry,
+        incident: &rca_core::Incident,
+        models: RoleModels,
+        config: PipelineConfig,
+    ) -> Result<Self, OrchestraError> {
         let windows = WindowPolicy {
             current_millis: config.current_minutes.max(1) * 60_000,
-            baseline: loaded.baseline,
+            baseline: telemetry.baseline,
         };
-        let explorers = telemetry_explorers(loaded, windows);
-        Self::with_explorers(explorers, service_graph(loaded), models, config)
+        let explorers = telemetry.explorers(windows);
+        let graph = telemetry.service_graph(incident);
+        let mut pipeline = Self::with_explorers(explorers, graph, models, config)?;
+        pipeline.telemetry = Some(telemetry);
+        Ok(pipeline)
+    }
+
+    /// The telemetry the onset is estimated from, for a pipeline built
+    /// [`with_explorers`](Self::with_explorers) (generated tools over the same incident).
+    pub fn with_onset_telemetry(mut self, telemetry: IncidentTelemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 
     /// The pipeline with explorers the caller built (generated tools, a host's own).
@@ -156,11 +263,16 @@ impl DiagnosisPipeline {
         }
         let rule = ConvergenceController {
             min_modalities: config.min_modalities,
+            ranker: config.ranker.clone(),
             ..ConvergenceController::default()
         };
         let policy_planner: Arc<dyn Planner> = Arc::new(OrderedPlanner::default());
         let policy_controller: Arc<dyn Controller> = Arc::new(rule.clone());
-        let policy_reasoner: Arc<dyn Reasoner> = Arc::new(EvidenceReasoner::default());
+        let policy_reasoner: Arc<dyn Reasoner> = Arc::new(EvidenceReasoner {
+            ranker: config.ranker.clone(),
+            classifier: Some(super::policy::classifier_of(config.taxonomy.clone())),
+            ..EvidenceReasoner::default()
+        });
         let mut fallbacks = Fallbacks::default();
         let planner: Arc<dyn Planner> = match models.planner {
             Some(m) => {
@@ -191,6 +303,7 @@ impl DiagnosisPipeline {
             orchestrator,
             service_graph,
             config,
+            telemetry: None,
         })
     }
 
@@ -200,19 +313,33 @@ impl DiagnosisPipeline {
     }
 
     /// Runs the diagnosis of `incident` within the wall-time budget
-    /// ([`OrchestraError::TimedOut`] when it is exceeded).
+    /// ([`OrchestraError::TimedOut`] when it is exceeded). Without a stated onset the pipeline
+    /// estimates one (when it has the telemetry and [`PipelineConfig::onset`] is set), and
+    /// the explorers compare the time since the onset with the time before it; the record
+    /// says which onset was used.
     pub async fn run(&self, incident: &rca_core::Incident) -> Result<RunRecord, OrchestraError> {
-        let memory = InMemoryShortTermMemory::new();
-        let run = self.orchestrator.run(incident, &memory);
-        match self.config.wall_time {
-            Some(limit) => {
-                tokio::time::timeout(limit, run)
-                    .await
-                    .map_err(|_| OrchestraError::TimedOut {
-                        seconds: limit.as_secs_f64(),
-                    })?
-            }
-            None => run.await,
+        let mut incident = incident.clone();
+        let mut estimate = None;
+        if incident.onset.is_none()
+            && let (Some(detector), Some(telemetry)) = (&self.config.onset, &self.telemetry)
+        {
+            estimate = telemetry.estimate_onset(&incident, detector);
+            incident.onset = estimate.map(|e| e.at);
         }
+        let memory = InMemoryShortTermMemory::new();
+        let run = self.orchestrator.run(&incident, &memory);
+        let mut record =
+            match self.config.wall_time {
+                Some(limit) => tokio::time::timeout(limit, run).await.map_err(|_| {
+                    OrchestraError::TimedOut {
+                        seconds: limit.as_secs_f64(),
+                    }
+                })?,
+                None => run.await,
+            }?;
+        if let Some(e) = estimate {
+            record.onset = Some(Onset::Estimated(e));
+        }
+        Ok(record)
     }
 }

@@ -15,27 +15,69 @@ use super::roles::{
     ReplanRequest, Subgoal,
 };
 
-/// Plans the modalities in a fixed preference order (by default metrics, traces, logs: cheap
-/// and broad first, then narrower), keeping only those available. A re-plan moves failing
-/// modalities to the end and focuses every subgoal on the current suspects.
+/// Plans the modalities in a preference order (by default metrics, traces, logs: cheap and
+/// broad first, then narrower), keeping only those available; a modality whose cue words the
+/// alert's title or description contains comes first (a latency alert starts with traces, an
+/// error alert with logs). A re-plan moves failing modalities to the end and focuses every
+/// subgoal on the current suspects.
 #[derive(Debug, Clone)]
 pub struct OrderedPlanner {
     order: Vec<Modality>,
+    /// Per modality, words in an alert that point at it (matched case-insensitively as
+    /// substrings of the title and description).
+    pub cues: Vec<(Modality, Vec<String>)>,
 }
 
 impl Default for OrderedPlanner {
     fn default() -> Self {
+        let words = |w: &[&str]| w.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         OrderedPlanner {
             order: vec![Modality::Metrics, Modality::Traces, Modality::Logs],
+            cues: vec![
+                (
+                    Modality::Traces,
+                    words(&[
+                        "latency",
+                        "slow",
+                        "timeout",
+                        "timed out",
+                        "response time",
+                        "delay",
+                    ]),
+                ),
+                (
+                    Modality::Logs,
+                    words(&["error", "exception", "fail", "crash", "panic", "5xx"]),
+                ),
+                (
+                    Modality::Metrics,
+                    words(&["cpu", "memory", "disk", "saturat", "throttl", "utili"]),
+                ),
+            ],
         }
     }
 }
 
 impl OrderedPlanner {
     /// A planner with this preference order; modalities not in it come after, in the order
-    /// they are available.
+    /// they are available. The default cues apply.
     pub fn new(order: Vec<Modality>) -> Self {
-        OrderedPlanner { order }
+        OrderedPlanner {
+            order,
+            ..OrderedPlanner::default()
+        }
+    }
+
+    /// The modality the alert's words point at, with the word, when one does (the first
+    /// modality in `cues` order with a match).
+    pub fn cued(&self, incident: &Incident) -> Option<(Modality, String)> {
+        let text = format!("{} {}", incident.title, incident.description).to_lowercase();
+        self.cues.iter().find_map(|(m, words)| {
+            words
+                .iter()
+                .find(|w| !w.is_empty() && text.contains(&w.to_lowercase()))
+                .map(|w| (m.clone(), w.clone()))
+        })
     }
 }
 
@@ -64,7 +106,7 @@ fn goal_for(modality: &Modality, focus: &[String]) -> String {
 impl Planner for OrderedPlanner {
     async fn plan(
         &self,
-        _incident: &Incident,
+        incident: &Incident,
         available: &[Modality],
         replan: Option<&ReplanRequest>,
     ) -> Result<Plan, OrchestraError> {
@@ -84,11 +126,21 @@ impl Planner for OrderedPlanner {
                 "no modality is available to investigate".into(),
             ));
         }
+        let cued = self.cued(incident).filter(|(m, _)| ordered.contains(m));
+        if let Some((m, _)) = &cued {
+            ordered.sort_by_key(|x| x != m);
+        }
         let (focus, revision, rationale) = match replan {
             None => (
                 Vec::new(),
                 0,
-                "broad signals first (metrics), then where they point (traces, logs)".to_string(),
+                match &cued {
+                    Some((m, word)) => format!(
+                        "the alert mentions \"{word}\": {m} first, then the other modalities"
+                    ),
+                    None => "broad signals first (metrics), then where they point (traces, logs)"
+                        .to_string(),
+                },
             ),
             Some(r) => {
                 // Failing modalities go last, so the others get a chance to converge first.
@@ -140,6 +192,9 @@ pub struct ConvergenceController {
     pub min_modalities: usize,
     /// The smallest evidence score that counts as a modality agreeing.
     pub min_score: f64,
+    /// How evidence is combined to choose among the components several modalities agree on
+    /// ([`Ranker::multimodal`] by default, the reasoner's).
+    pub ranker: Ranker,
 }
 
 impl Default for ConvergenceController {
@@ -147,24 +202,32 @@ impl Default for ConvergenceController {
         ConvergenceController {
             min_modalities: 2,
             min_score: 0.0,
+            ranker: Ranker::multimodal(),
         }
     }
 }
 
 impl ConvergenceController {
     /// The converging component with its agreeing modalities: of the components with evidence
-    /// from at least `min_modalities` modalities (each at least `min_score`), the one the
-    /// shared [`Ranker::multimodal`] ranks highest.
-    pub fn converged(&self, evidence: &[Evidence]) -> Option<(String, Vec<Modality>)> {
+    /// from at least `min_modalities` modalities (each at least `min_score` and above its
+    /// modality's calibrated `significance`), the one `ranker` ranks highest.
+    pub fn converged(
+        &self,
+        evidence: &[Evidence],
+        significance: &BTreeMap<Modality, f64>,
+    ) -> Option<(String, Vec<Modality>)> {
         let per = modality_scores(evidence);
-        Ranker::multimodal()
+        self.ranker
             .rank_evidence(evidence)
             .into_iter()
             .find_map(|r| {
                 let agreeing: Vec<Modality> = per
                     .get(&r.component)?
                     .iter()
-                    .filter(|(_, s)| **s >= self.min_score)
+                    .filter(|(m, s)| {
+                        **s >= self.min_score
+                            && significance.get(*m).is_none_or(|level| **s > *level)
+                    })
                     .map(|(m, _)| m.clone())
                     .collect();
                 (agreeing.len() >= self.min_modalities.max(1)).then_some((r.component, agreeing))
@@ -175,7 +238,7 @@ impl ConvergenceController {
 #[async_trait]
 impl Controller for ConvergenceController {
     async fn decide(&self, view: &InvestigationView<'_>) -> Result<Decision, OrchestraError> {
-        if let Some((component, modalities)) = self.converged(view.evidence) {
+        if let Some((component, modalities)) = self.converged(view.evidence, view.significance) {
             return Ok(Decision::Conclude {
                 component,
                 modalities,
@@ -202,6 +265,11 @@ impl Controller for ConvergenceController {
 /// Names the fault type of a component from its evidence, when it can.
 pub type FaultClassifier = Arc<dyn Fn(&str, &[&Evidence]) -> Option<String> + Send + Sync>;
 
+/// The classifier that names fault types with `taxonomy`.
+pub fn classifier_of(taxonomy: classify::FaultTaxonomy) -> FaultClassifier {
+    Arc::new(move |_, evidence: &[&Evidence]| taxonomy.classify(evidence).map(str::to_string))
+}
+
 /// Ranks components by their evidence with the shared [`Ranker`] of `rca_tools::analyze`
 /// (the one `rca eval nezha` scores), names fault types with the shared classifier, and writes
 /// the report from the top candidate's evidence chain.
@@ -211,8 +279,7 @@ pub struct EvidenceReasoner {
     pub ranker: Ranker,
     /// How many candidates to list.
     pub max_candidates: usize,
-    /// Optional fault-type classifier ([`rca_tools::analyze::classify::fault_type`] by
-    /// default).
+    /// Optional fault-type classifier (the default [`classify::FaultTaxonomy`] by default).
     pub classifier: Option<FaultClassifier>,
 }
 
@@ -231,9 +298,7 @@ impl Default for EvidenceReasoner {
         EvidenceReasoner {
             ranker: Ranker::multimodal(),
             max_candidates: 5,
-            classifier: Some(Arc::new(|_, evidence: &[&Evidence]| {
-                classify::fault_type(evidence).map(str::to_string)
-            })),
+            classifier: Some(classifier_of(classify::FaultTaxonomy::default())),
         }
     }
 }
@@ -373,7 +438,34 @@ mod tests {
             window: TimeRange::new(Timestamp(0), Timestamp(100)),
             system: String::new(),
             topology: Vec::new(),
+            onset: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_alert_words_choose_the_first_modality() {
+        let p = OrderedPlanner::default();
+        let all = [Modality::Metrics, Modality::Traces, Modality::Logs];
+        let mut inc = incident();
+        inc.title = "p99 Latency above 2 s on checkout".into();
+        let plan = p.plan(&inc, &all, None).await.unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Traces);
+        assert!(plan.rationale.contains("latency"), "{}", plan.rationale);
+        inc.title = "checkout".into();
+        inc.description = "HTTP 5xx ratio rising".into();
+        let plan = p.plan(&inc, &all, None).await.unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Logs);
+        // No cue: the preference order.
+        let plan = p.plan(&incident(), &all, None).await.unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Metrics);
+        // A cued modality that is not available changes nothing.
+        inc.title = "slow checkout".into();
+        inc.description = String::new();
+        let plan = p
+            .plan(&inc, &[Modality::Metrics, Modality::Logs], None)
+            .await
+            .unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Metrics);
     }
 
     #[tokio::test]
@@ -408,14 +500,14 @@ mod tests {
             ev(Modality::Metrics, "a", 5.0, 1),
             ev(Modality::Metrics, "a", 6.0, 2),
         ];
-        assert_eq!(c.converged(&one), None);
+        assert_eq!(c.converged(&one, &BTreeMap::new()), None);
         let two = vec![
             ev(Modality::Metrics, "a", 5.0, 1),
             ev(Modality::Logs, "a", 1.0, 2),
             ev(Modality::Metrics, "b", 9.0, 1),
         ];
         assert_eq!(
-            c.converged(&two),
+            c.converged(&two, &BTreeMap::new()),
             Some(("a".into(), vec![Modality::Metrics, Modality::Logs]))
         );
     }

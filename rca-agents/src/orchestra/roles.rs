@@ -121,6 +121,11 @@ pub struct Exploration {
     /// The tools or analyses used, for the trace and long-term memory.
     #[serde(default)]
     pub actions: Vec<String>,
+    /// The score a finding of this modality must exceed to count as the modality agreeing,
+    /// as the explorer calibrated it on its baseline (the strongest finding the baseline
+    /// produces against itself); `None`: not calibrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significance: Option<f64>,
 }
 
 /// Investigates one modality.
@@ -160,6 +165,9 @@ pub struct InvestigationView<'a> {
     pub evidence: &'a [Evidence],
     /// Modalities whose explorer failed on its last attempt.
     pub failing: &'a [Modality],
+    /// Per modality, the significance level its explorer calibrated (see
+    /// [`Exploration::significance`]); a modality without one counts with any score.
+    pub significance: &'a std::collections::BTreeMap<Modality, f64>,
 }
 
 /// The controller's choice after an exploration.

@@ -101,6 +101,7 @@ fn incident() -> Incident {
         window: TimeRange::new(Timestamp(0), Timestamp(100)),
         system: "api -> db".into(),
         topology: vec![("api".into(), "db".into())],
+        onset: None,
     }
 }
 

@@ -92,6 +92,7 @@ pub(crate) mod fixtures {
                 window: TimeRange::new(t0, t0.offset_millis(120_000)),
                 system: String::new(),
                 topology: Vec::new(),
+                onset: None,
             },
             report: DiagnosisReport {
                 root_cause: "orders is the most likely root cause".into(),

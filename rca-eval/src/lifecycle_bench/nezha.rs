@@ -9,7 +9,7 @@ use rca_tools::tables::{SandboxLimits, TelemetryTables};
 
 use super::synthetic::{Rng, sub_tasks};
 use super::{BenchIncident, LifecycleBenchError, Truth};
-use crate::nezha::{CaseOptions, DayMetrics, discover, load_case, service_of};
+use crate::nezha::{CaseOptions, DayMetrics, Protocol, discover, load_case, service_of};
 
 /// The cases of one day folder (the first day when `day` is `None`), in time order, as
 /// benchmark incidents; at most `limit` of them when given.
@@ -33,17 +33,18 @@ pub(crate) fn incidents(
         )));
     };
     let metrics = DayMetrics::load(&day)?;
-    // Tasks are asked about the whole period after the fault.
+    // Tasks are asked about the whole period after the fault (the fault time is known).
     let options = CaseOptions {
-        settled_minute: None,
+        protocol: Protocol::FaultTime,
         ..CaseOptions::default()
     };
     let mut out = Vec::new();
     for case in day.cases.iter().take(limit.unwrap_or(usize::MAX)) {
         let data = load_case(&day, &metrics, case, &options)?;
-        let Some(window) = data.event_window.map(|w| w.current) else {
+        let Some(onset) = data.incident.onset else {
             continue;
         };
+        let window = rca_core::TimeRange::new(onset, data.detected_at);
         let tables = TelemetryTables::new(limits)?;
         tables.register_logs("logs", &data.logs)?;
         tables.register_metrics("metrics", &data.metrics)?;

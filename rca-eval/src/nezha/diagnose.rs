@@ -1,92 +1,142 @@
-//! Ranking root-cause pods for one case from the analyzers' evidence, and naming the fault
-//! type from the kind of evidence that convicts the top pod. The ranker and the fault-type
-//! classifier are those of `rca diagnose` (`Ranker::multimodal`, `classify::fault_type`).
+//! Diagnosing one case with the library's diagnosis pipeline
+//! ([`rca_agents::orchestra::DiagnosisPipeline`], the one `rca diagnose` runs): the case's
+//! telemetry becomes an incident's sources, the pipeline (deterministic roles, the same
+//! defaults as `rca diagnose`) explores, converges and reasons, and its report is what is
+//! scored.
 
-use rca_core::Evidence;
-use rca_tools::analyze::Finding;
-use rca_tools::analyze::classify;
-use rca_tools::analyze::events::EventAnalyzer;
-use rca_tools::analyze::logs::{LogAnalyzer, simple_template};
-use rca_tools::analyze::metrics::MetricAnalyzer;
-use rca_tools::analyze::rank::{RankedComponent, Ranker};
-use rca_tools::analyze::traces::TraceAnalyzer;
+use std::sync::Arc;
+
+use rca_agents::orchestra::{
+    DiagnosisPipeline, IncidentTelemetry, Onset, PipelineConfig, RoleModels, RunRecord,
+};
+use rca_core::Timestamp;
+use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
+use rca_tools::sources::{FileLogSource, FileMetricSource, FileTraceSource};
 use serde::Serialize;
 
+use super::NezhaError;
 use super::loader::CaseData;
 
-/// What the analyzers concluded about one case.
+/// What the pipeline concluded about one case.
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseDiagnosis {
-    /// Pods (components) from most to least likely root cause.
-    pub ranked: Vec<RankedComponent>,
-    /// The predicted fault type (one of the benchmark's labels).
+    /// Pods (components) from most to least likely root cause, as the report lists them.
+    pub ranked: Vec<String>,
+    /// The fault type the report names for the top candidate (`unknown` when none).
     pub fault_type: String,
-    /// The evidence chain for the top candidate.
-    pub evidence: Vec<Evidence>,
+    /// The onset the run used (stated or estimated).
+    pub onset: Option<Timestamp>,
+    /// Whether the onset was estimated from the telemetry.
+    pub onset_estimated: bool,
+    /// The whole run (report, evidence, events).
+    #[serde(skip)]
+    pub record: RunRecord,
 }
 
-/// The ranker used for Nezha cases: the shared [`Ranker::multimodal`].
-pub fn ranker() -> Ranker {
-    Ranker::multimodal()
+/// Telemetry withheld from the diagnosis, to see how the ranking holds when a modality, or
+/// the join between two, is missing (as on systems that lack them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Withheld {
+    /// No metrics.
+    Metrics,
+    /// No spans (and so no log-span join).
+    Traces,
+    /// No logs.
+    Logs,
+    /// Logs and spans both, but log lines carry no trace or span id.
+    LogSpanJoin,
 }
 
-/// Runs the metric, trace, span-event and log analyzers over a case and ranks its
-/// components, with the simple built-in log templater. Reads only telemetry, never the
-/// ground truth.
-pub fn diagnose_case(data: &CaseData) -> CaseDiagnosis {
-    diagnose_case_with(data, false)
+impl Withheld {
+    /// Every kind, in a fixed order.
+    pub const ALL: [Withheld; 4] = [
+        Withheld::Metrics,
+        Withheld::Traces,
+        Withheld::Logs,
+        Withheld::LogSpanJoin,
+    ];
 }
 
-/// As [`diagnose_case`]; with `use_miner` the log templates come from the online template
-/// miner of `rca_tools::logs` instead of the simple templater.
-pub fn diagnose_case_with(data: &CaseData, use_miner: bool) -> CaseDiagnosis {
-    let mut findings: Vec<Finding> = Vec::new();
-    if let Some(w) = &data.metric_window {
-        findings.extend(MetricAnalyzer::default().analyze(&data.metrics, w));
-    }
-    if let Some(w) = &data.event_window {
-        findings.extend(TraceAnalyzer::default().analyze(&data.spans, w));
-        findings.extend(EventAnalyzer::default().analyze(
-            &data.logs,
-            &data.spans,
-            w,
-            &simple_template,
-        ));
-        if use_miner {
-            let mut miner = rca_tools::logs::OnlineMiner::default();
-            findings.extend(LogAnalyzer::default().analyze_with_miner(&data.logs, w, &mut miner));
-        } else {
-            findings.extend(LogAnalyzer::default().analyze(&data.logs, w));
-        }
-    }
-    let ranked = ranker().rank(&findings);
-    let fault_type = ranked
-        .first()
-        .map(|r| fault_type_of(&r.findings))
-        .unwrap_or("unknown")
-        .to_string();
-    let evidence = ranked
-        .first()
-        .map(|r| {
-            r.findings
-                .iter()
-                .take(8)
-                .map(Finding::to_evidence)
-                .collect()
+impl std::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Withheld::Metrics => "metrics",
+            Withheld::Traces => "traces",
+            Withheld::Logs => "logs",
+            Withheld::LogSpanJoin => "log-span join",
         })
-        .unwrap_or_default();
-    CaseDiagnosis {
-        ranked,
-        fault_type,
-        evidence,
     }
 }
 
-/// Names the fault type from the findings about the top candidate with the shared
-/// classifier ([`classify::fault_type`], the one `rca diagnose` uses); `unknown` when nothing
-/// fits.
-pub fn fault_type_of(findings: &[Finding]) -> &'static str {
-    let evidence: Vec<Evidence> = findings.iter().map(Finding::to_evidence).collect();
-    let refs: Vec<&Evidence> = evidence.iter().collect();
-    classify::fault_type(&refs).unwrap_or("unknown")
+/// The case's telemetry as the sources of an incident, without what `withheld` names.
+pub fn case_telemetry(data: &CaseData, withheld: Option<Withheld>) -> IncidentTelemetry {
+    let cutoff = Some(data.detected_at);
+    let logs = match withheld {
+        Some(Withheld::Logs) => Vec::new(),
+        Some(Withheld::LogSpanJoin) => data
+            .logs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.attributes.remove(TRACE_ID);
+                r.attributes.remove(SPAN_ID);
+                r
+            })
+            .collect(),
+        _ => data.logs.clone(),
+    };
+    let metrics = if withheld == Some(Withheld::Metrics) {
+        Vec::new()
+    } else {
+        data.metrics.clone()
+    };
+    let spans = if withheld == Some(Withheld::Traces) {
+        Vec::new()
+    } else {
+        data.spans.clone()
+    };
+    IncidentTelemetry {
+        logs: Arc::new(FileLogSource::from_records(logs, cutoff)),
+        metrics: Arc::new(FileMetricSource::from_samples(metrics, cutoff)),
+        traces: Arc::new(FileTraceSource::from_spans(spans, cutoff)),
+        baseline: None,
+    }
+}
+
+/// Runs the diagnosis pipeline over a case with `config` (deterministic roles), without the
+/// telemetry `withheld` names. Reads only telemetry, never the ground truth.
+pub async fn diagnose_case(
+    data: &CaseData,
+    config: &PipelineConfig,
+    withheld: Option<Withheld>,
+) -> Result<CaseDiagnosis, NezhaError> {
+    let pipeline = DiagnosisPipeline::over(
+        case_telemetry(data, withheld),
+        &data.incident,
+        RoleModels::default(),
+        config.clone(),
+    )
+    .map_err(|e| NezhaError::Diagnosis(e.to_string()))?;
+    let record = pipeline
+        .run(&data.incident)
+        .await
+        .map_err(|e| NezhaError::Diagnosis(e.to_string()))?;
+    Ok(CaseDiagnosis {
+        ranked: record
+            .report
+            .candidates
+            .iter()
+            .map(|c| c.component.clone())
+            .collect(),
+        fault_type: record
+            .report
+            .candidates
+            .first()
+            .and_then(|c| c.fault_type.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        onset: record.onset.map(|o| o.at()),
+        onset_estimated: matches!(record.onset, Some(Onset::Estimated(_))),
+        record,
+    })
 }

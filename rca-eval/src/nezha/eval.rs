@@ -1,4 +1,6 @@
-//! Scoring the ranking over every case: service-level AS@k, fault-type accuracy, time.
+//! Scoring the diagnosis pipeline over every case: service-level AS@k, fault-type accuracy,
+//! onset error, time; and the same under cross-validation, where the ranker's and the onset
+//! detector's constants are chosen on the other folds of cases.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -6,9 +8,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use rca_agents::orchestra::PipelineConfig;
+
 use super::NezhaError;
-use super::diagnose::diagnose_case_with;
-use super::loader::{CaseOptions, DayMetrics, discover, load_case};
+use super::diagnose::{Withheld, diagnose_case};
+use super::loader::{CaseOptions, DayMetrics, NezhaCase, NezhaDay, discover, load_case};
 
 /// The service of a pod: its name without the two trailing dash-separated parts (the
 /// replica-set hash and the pod suffix). Names with fewer parts are their own service.
@@ -24,14 +28,32 @@ pub fn service_of(pod: &str) -> &str {
 }
 
 /// What to evaluate.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EvalOptions {
-    /// How each case is cut.
+    /// How each case becomes an incident (the protocol among it).
     pub case: CaseOptions,
     /// Only these day folders (all when empty).
     pub days: Vec<String>,
-    /// Take log templates from the online template miner instead of the simple templater.
-    pub use_miner: bool,
+    /// The diagnosis pipeline's settings (`rca diagnose`'s defaults by default).
+    pub pipeline: PipelineConfig,
+    /// Telemetry withheld from every case (none by default).
+    pub withheld: Option<Withheld>,
+}
+
+impl EvalOptions {
+    /// The defaults: the alert protocol, every day, `rca diagnose`'s pipeline settings with
+    /// the benchmark's fault-type vocabulary ([`super::taxonomy`]).
+    pub fn new() -> Result<Self, NezhaError> {
+        Ok(EvalOptions {
+            case: CaseOptions::default(),
+            days: Vec::new(),
+            pipeline: PipelineConfig {
+                taxonomy: super::taxonomy()?,
+                ..PipelineConfig::default()
+            },
+            withheld: None,
+        })
+    }
 }
 
 /// One case's outcome. Serialises to `{"id", "truth_pod", "ranked_pods", "fault_type",
@@ -48,6 +70,8 @@ pub struct CaseResult {
     pub fault_type: String,
     /// Wall time to read and analyse the case.
     pub seconds: f64,
+    /// The onset the pipeline used, minus the true fault time, in seconds (`None`: none).
+    pub onset_error_secs: Option<f64>,
     /// The true fault type.
     #[serde(skip)]
     pub truth_type: String,
@@ -71,6 +95,8 @@ pub struct Summary {
     pub fault_type_accuracy: f64,
     /// Median wall time per case.
     pub median_seconds: f64,
+    /// Median absolute onset error in seconds, over the cases with an onset.
+    pub median_onset_error_secs: Option<f64>,
 }
 
 /// A whole run: `{"summary": {...}, "cases": [...]}`.
@@ -102,6 +128,10 @@ impl NezhaReport {
             .filter(|c| c.fault_type == c.truth_type)
             .count();
         let secs: Vec<f64> = cases.iter().map(|c| c.seconds).collect();
+        let onset_errors: Vec<f64> = cases
+            .iter()
+            .filter_map(|c| c.onset_error_secs.map(f64::abs))
+            .collect();
         NezhaReport {
             summary: Summary {
                 cases: n,
@@ -110,6 +140,8 @@ impl NezhaReport {
                 as5: share(5),
                 fault_type_accuracy: if n == 0 { 0.0 } else { right as f64 / n as f64 },
                 median_seconds: rca_tools::analyze::stats::median(&secs),
+                median_onset_error_secs: (!onset_errors.is_empty())
+                    .then(|| rca_tools::analyze::stats::median(&onset_errors)),
             },
             cases,
         }
@@ -132,55 +164,160 @@ pub(crate) fn service_rank(ranked: &[String], truth: &str) -> Option<usize> {
     None
 }
 
-/// Evaluates every case of every day under `root` (the folder holding `rca_data/` and
-/// `construct_data/`). `progress(done, total, case_id)` is called after each case.
+/// The cases of the selected days, with their day.
+fn selected(root: &Path, days: &[String]) -> Result<Vec<NezhaDay>, NezhaError> {
+    Ok(discover(root)?
+        .into_iter()
+        .filter(|d| days.is_empty() || days.contains(&d.name))
+        .collect())
+}
+
+/// A runtime for the pipeline's async run (one thread: cases run one after another).
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, NezhaError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| NezhaError::Diagnosis(format!("cannot start a runtime: {e}")))
+}
+
+/// Runs every configuration of `configs` over every case of `days`, loading each case once.
+/// `progress(done, total, case_id)` is called after each case.
+fn run_cases(
+    days: &[NezhaDay],
+    case_options: &CaseOptions,
+    variants: &[(Option<Withheld>, PipelineConfig)],
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Vec<CaseResult>>, NezhaError> {
+    let runtime = runtime()?;
+    let total: usize = days.iter().map(|d| d.cases.len()).sum();
+    let mut results: Vec<Vec<CaseResult>> = vec![Vec::with_capacity(total); variants.len()];
+    let mut done = 0;
+    for day in days {
+        let metrics = DayMetrics::load(day)?;
+        for case in &day.cases {
+            let started = Instant::now();
+            let data = load_case(day, &metrics, case, case_options)?;
+            let load_secs = started.elapsed().as_secs_f64();
+            for ((withheld, config), out) in variants.iter().zip(results.iter_mut()) {
+                let started = Instant::now();
+                let diagnosis = runtime.block_on(diagnose_case(&data, config, *withheld))?;
+                let seconds = load_secs + started.elapsed().as_secs_f64();
+                out.push(case_result(case, diagnosis, seconds));
+            }
+            done += 1;
+            progress(done, total, &case.id);
+        }
+    }
+    Ok(results)
+}
+
+fn case_result(case: &NezhaCase, diagnosis: super::CaseDiagnosis, seconds: f64) -> CaseResult {
+    CaseResult {
+        id: case.id.clone(),
+        truth_pod: case.truth_pod.clone(),
+        service_rank: service_rank(&diagnosis.ranked, &case.truth_pod),
+        ranked_pods: diagnosis.ranked,
+        fault_type: diagnosis.fault_type,
+        seconds,
+        onset_error_secs: diagnosis
+            .onset
+            .map(|t| (t.millis() - case.inject_time.millis()) as f64 / 1000.0),
+        truth_type: case.truth_type.clone(),
+    }
+}
+
+/// Runs every configuration over every case of the selected days (one result list per
+/// configuration, in case order).
+pub(crate) fn run_grid(
+    root: &Path,
+    options: &EvalOptions,
+    configs: &[PipelineConfig],
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Vec<CaseResult>>, NezhaError> {
+    let days = selected(root, &options.days)?;
+    let variants: Vec<_> = configs
+        .iter()
+        .map(|c| (options.withheld, c.clone()))
+        .collect();
+    run_cases(&days, &options.case, &variants, progress)
+}
+
+/// Evaluates every case of every day under `root` (the folder holding `rca_data/`) with the
+/// diagnosis pipeline. `progress(done, total, case_id)` is called after each case.
 pub fn evaluate(
     root: &Path,
     options: &EvalOptions,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<NezhaReport, NezhaError> {
-    let days: Vec<_> = discover(root)?
-        .into_iter()
-        .filter(|d| options.days.is_empty() || options.days.contains(&d.name))
+    let days = selected(root, &options.days)?;
+    let mut runs = run_cases(
+        &days,
+        &options.case,
+        &[(options.withheld, options.pipeline.clone())],
+        progress,
+    )?;
+    Ok(NezhaReport::from_cases(runs.pop().unwrap_or_default()))
+}
+
+/// Evaluates every case with all telemetry and with each kind of [`Withheld`] telemetry in
+/// turn (each case is loaded once): the rows of the modality-drop table.
+pub fn modality_drop(
+    root: &Path,
+    options: &EvalOptions,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<(Option<Withheld>, Summary)>, NezhaError> {
+    let days = selected(root, &options.days)?;
+    let kinds: Vec<Option<Withheld>> = std::iter::once(None)
+        .chain(Withheld::ALL.into_iter().map(Some))
         .collect();
-    let total: usize = days.iter().map(|d| d.cases.len()).sum();
-    let mut results = Vec::with_capacity(total);
-    for day in &days {
-        let metrics = DayMetrics::load(day)?;
-        for case in &day.cases {
-            let started = Instant::now();
-            let data = load_case(day, &metrics, case, &options.case)?;
-            let diagnosis = diagnose_case_with(&data, options.use_miner);
-            let seconds = started.elapsed().as_secs_f64();
-            let ranked_pods: Vec<String> = diagnosis
-                .ranked
-                .iter()
-                .map(|r| r.component.clone())
-                .collect();
-            results.push(CaseResult {
-                id: case.id.clone(),
-                truth_pod: case.truth_pod.clone(),
-                service_rank: service_rank(&ranked_pods, &case.truth_pod),
-                ranked_pods,
-                fault_type: diagnosis.fault_type,
-                seconds,
-                truth_type: case.truth_type.clone(),
-            });
-            progress(results.len(), total, &case.id);
-        }
+    let variants: Vec<_> = kinds
+        .iter()
+        .map(|w| (*w, options.pipeline.clone()))
+        .collect();
+    let runs = run_cases(&days, &options.case, &variants, progress)?;
+    Ok(kinds
+        .into_iter()
+        .zip(runs)
+        .map(|(w, cases)| (w, NezhaReport::from_cases(cases).summary))
+        .collect())
+}
+
+/// The modality-drop rows as a Markdown table.
+pub fn drop_table(rows: &[(Option<Withheld>, Summary)]) -> String {
+    let mut out = String::from(
+        "| withheld | AS@1 | AS@3 | AS@5 | fault-type accuracy | median onset error s |\n|---|---|---|---|---|---|\n",
+    );
+    for (w, s) in rows {
+        out.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} |\n",
+            w.map_or("nothing".to_string(), |w| w.to_string()),
+            s.as1,
+            s.as3,
+            s.as5,
+            s.fault_type_accuracy,
+            s.median_onset_error_secs
+                .map_or("-".to_string(), |e| format!("{e:.0}"))
+        ));
     }
-    Ok(NezhaReport::from_cases(results))
+    out
 }
 
 /// The report as a Markdown table (overall and per true fault type).
 pub fn markdown_table(report: &NezhaReport) -> String {
     let s = &report.summary;
     let mut out = String::from(
-        "| cases | AS@1 | AS@3 | AS@5 | fault-type accuracy | median s/case |\n|---|---|---|---|---|---|\n",
+        "| cases | AS@1 | AS@3 | AS@5 | fault-type accuracy | median onset error s | median s/case |\n|---|---|---|---|---|---|---|\n",
     );
     out.push_str(&format!(
-        "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
-        s.cases, s.as1, s.as3, s.as5, s.fault_type_accuracy, s.median_seconds
+        "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.3} |\n",
+        s.cases,
+        s.as1,
+        s.as3,
+        s.as5,
+        s.fault_type_accuracy,
+        s.median_onset_error_secs
+            .map_or("-".to_string(), |e| format!("{e:.0}")),
+        s.median_seconds
     ));
     let mut by_type: BTreeMap<&str, Vec<&CaseResult>> = BTreeMap::new();
     for c in &report.cases {
@@ -231,6 +368,7 @@ mod tests {
             ranked_pods: vec![],
             fault_type: ft.into(),
             seconds: 1.0,
+            onset_error_secs: Some(-30.0),
             truth_type: "return".into(),
             service_rank: rank,
         };
@@ -240,12 +378,20 @@ mod tests {
         assert_eq!(r.summary.fault_type_accuracy, 0.5);
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<_> = v["summary"].as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys.len(), 6);
+        assert_eq!(keys.len(), 7);
+        assert_eq!(r.summary.median_onset_error_secs, Some(30.0));
         let case_keys: Vec<_> = v["cases"][0].as_object().unwrap().keys().cloned().collect();
         assert_eq!(
             case_keys,
-            ["fault_type", "id", "ranked_pods", "seconds", "truth_pod"]
+            [
+                "fault_type",
+                "id",
+                "onset_error_secs",
+                "ranked_pods",
+                "seconds",
+                "truth_pod"
+            ]
         );
-        assert!(markdown_table(&r).contains("| 2 | 0.500 | 1.000"));
+        assert!(markdown_table(&r).contains("| 2 | 0.500 | 1.000 | 1.000 | 0.500 | 30 |"));
     }
 }

@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use rca_core::TimeRange;
 use rca_tools::analyze::traces::ServiceGraph;
 use rca_tools::sources::incident::{
     FORMAT_VERSION, Manifest, RangeText, TelemetryFiles, write_logs_jsonl, write_manifest,
@@ -33,66 +32,39 @@ OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE\n\
 SOFTWARE.\n";
 
 /// Writes a case as an incident directory: `incident.json`, `logs.jsonl.gz`,
-/// `metrics.csv.gz`, `spans.csv.gz` and `NOTICE`. Only the case's own pre-fault window and
-/// current window are kept (not the day's construct baseline). The manifest holds no ground
-/// truth: the fault's pod and type stay out of it.
+/// `metrics.csv.gz`, `spans.csv.gz` and `NOTICE`, holding the case's incident window (under
+/// the alert protocol it ends at the alert and its onset is not stated). The manifest holds no
+/// ground truth: the fault's pod, type and (under the alert protocol) time stay out of it.
 pub fn export_case(case: &NezhaCase, data: &CaseData, dir: &Path) -> Result<(), NezhaError> {
     let write = |e: std::io::Error| NezhaError::Write {
         path: dir.display().to_string(),
         message: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(write)?;
-    let (Some(events), Some(metric_window)) = (data.event_window, data.metric_window) else {
-        return Err(NezhaError::Layout {
-            path: case.id.clone(),
-            message: "case has no windows".into(),
-        });
-    };
-    let current = events.current;
-    // The pre-fault part of the case's own files: as long as the current window.
-    let pre = TimeRange::new(
-        current
-            .start
-            .offset_millis(-current.duration_millis())
-            .max(events.baseline.start),
-        current.end,
-    );
-    let logs: Vec<_> = data
-        .logs
-        .iter()
-        .filter(|r| pre.contains(r.timestamp))
-        .cloned()
-        .collect();
-    let spans: Vec<_> = data
-        .spans
-        .iter()
-        .filter(|s| pre.contains(s.start))
-        .cloned()
-        .collect();
-    let metrics: Vec<_> = data
-        .metrics
-        .iter()
-        .filter(|s| metric_window.baseline.start <= s.timestamp && s.timestamp < current.end)
-        .cloned()
-        .collect();
-    write_logs_jsonl(&dir.join("logs.jsonl.gz"), &logs)?;
-    write_metrics_csv(&dir.join("metrics.csv.gz"), &metrics)?;
-    write_spans_csv(&dir.join("spans.csv.gz"), &spans)?;
+    let incident = &data.incident;
+    write_logs_jsonl(&dir.join("logs.jsonl.gz"), &data.logs)?;
+    write_metrics_csv(&dir.join("metrics.csv.gz"), &data.metrics)?;
+    write_spans_csv(&dir.join("spans.csv.gz"), &data.spans)?;
     std::fs::write(dir.join("NOTICE"), NOTICE).map_err(write)?;
-    let graph = ServiceGraph::from_spans(&spans);
+    let graph = ServiceGraph::from_spans(&data.spans);
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
         id: format!("nezha-{}", case.id.replace('/', "-")),
-        title: format!("TrainTicket: anomalies observed from {}", current.start),
-        description: "A fault was injected into one pod at the start of the window; which pod \
-                      and what kind is for the diagnosis to find."
-            .into(),
-        detected_at: data.detected_at.to_string(),
-        window: RangeText::from_range(current),
-        baseline: Some(RangeText::from_range(TimeRange::new(
-            metric_window.baseline.start,
-            current.start,
-        ))),
+        title: match incident.onset {
+            Some(at) => format!("TrainTicket: a fault at {at}"),
+            None => format!("TrainTicket: an alert fired at {}", incident.detected_at),
+        },
+        description: match incident.onset {
+            Some(_) => "A fault was injected into one pod at the onset; which pod and what kind \
+                        is for the diagnosis to find."
+                .into(),
+            None => "An alert fired some time after a fault was injected into one pod; when, \
+                     which pod and what kind is for the diagnosis to find."
+                .into(),
+        },
+        detected_at: incident.detected_at.to_string(),
+        window: RangeText::from_range(incident.window),
+        baseline: None,
         system: "TrainTicket, a train-ticket booking system of about 40 Java microservices \
                  on Kubernetes behind a gateway. Components are pods; a pod's service is its \
                  name without the two trailing dash-separated parts. Metrics: per-pod resource \
@@ -105,6 +77,7 @@ pub fn export_case(case: &NezhaCase, data: &CaseData, dir: &Path) -> Result<(), 
             metrics: vec!["metrics.csv.gz".into()],
             spans: vec!["spans.csv.gz".into()],
         },
+        onset: incident.onset.map(|t| t.to_string()),
     };
     write_manifest(dir, &manifest)?;
     Ok(())

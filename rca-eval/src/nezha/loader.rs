@@ -1,5 +1,6 @@
 //! Reading the Nezha layout: day folders under `rca_data/`, their fault lists, per-minute log
-//! and trace files, per-pod metric files, and the day's `construct_data` baseline.
+//! and trace files and per-pod metric files; each fault becomes an incident under one of two
+//! protocols.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -7,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use rca_core::source::{LogRecord, MetricSample, Span};
 use rca_core::{TimeRange, Timestamp};
-use rca_tools::analyze::Window;
 use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
 use rca_tools::sources::{
     FileMetricSource, FileTraceSource, LoadReport, MetricOptions, level_in, open_text, parse_time,
@@ -129,56 +129,103 @@ fn read_fault_list(path: &Path, day: &str) -> Result<Vec<NezhaCase>, NezhaError>
         .collect())
 }
 
-/// How a case's telemetry is cut.
+/// What the diagnoser is told about when the fault happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// Nezha's own protocol: the fault time is known (the incident's onset), and the incident
+    /// counts as detected `detect_after_secs` after it.
+    FaultTime,
+    /// What a deployment sees: an alert fires a lag after the fault (drawn per case from
+    /// `alert_lag_secs` with a fixed seed); the window ends at the alert and begins
+    /// `history_secs` before it, and the onset is for the diagnosis to find.
+    #[default]
+    Alert,
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Protocol::FaultTime => "fault-time",
+            Protocol::Alert => "alert",
+        })
+    }
+}
+
+/// How a case becomes an incident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaseOptions {
-    /// The current window is the content of the per-minute file this many minutes after the
-    /// injection minute (files are named by the minute their content ends in), when it
-    /// exists: injected faults take effect with a delay of up to about a minute (the agent
-    /// attaches), and the reference (Nezha) evaluates exactly this minute. `None`, or no such
-    /// file: the current window is `[inject_time, inject_time + after_secs)`. Nothing after
-    /// the detection time is read.
-    pub settled_minute: Option<i64>,
-    /// Seconds after the fault at which the incident counts as detected: the metric window
-    /// (a sample a minute) runs from the fault to here, and so does the log and trace window
-    /// when no settled minute is used.
-    pub after_secs: i64,
-    /// Length of the pre-fault log and trace baseline, in seconds.
-    pub before_secs: i64,
-    /// Length of the pre-fault metric baseline, in seconds.
-    pub metric_baseline_secs: i64,
-    /// Also use the day's `construct_data` logs and traces as baseline, when they lie before
-    /// the fault.
-    pub use_construct: bool,
+    /// What the diagnoser is told about the fault time.
+    pub protocol: Protocol,
+    /// The seed of the alert lags (alert protocol).
+    pub seed: u64,
+    /// The range `[min, max]` the alert lag is drawn from, in seconds (alert protocol).
+    pub alert_lag_secs: (i64, i64),
+    /// Seconds after the fault at which the incident counts as detected (fault-time
+    /// protocol).
+    pub detect_after_secs: i64,
+    /// Length of the incident window before the detection time, in seconds: the telemetry
+    /// the diagnoser gets (the part before the onset is its baseline).
+    pub history_secs: i64,
 }
 
 impl Default for CaseOptions {
     fn default() -> Self {
         CaseOptions {
-            settled_minute: Some(2),
-            after_secs: 180,
-            before_secs: 180,
-            metric_baseline_secs: 1800,
-            use_construct: true,
+            protocol: Protocol::Alert,
+            seed: 7,
+            alert_lag_secs: (60, 300),
+            detect_after_secs: 180,
+            history_secs: 1800,
         }
     }
 }
 
-/// The telemetry of one case, cut to its windows. It holds no ground truth.
+impl CaseOptions {
+    /// The detection time of `case`: the fault time plus `detect_after_secs` (fault-time) or
+    /// plus the case's alert lag (alert).
+    pub fn detected_at(&self, case: &NezhaCase) -> Timestamp {
+        let lag = match self.protocol {
+            Protocol::FaultTime => self.detect_after_secs,
+            Protocol::Alert => self.alert_lag(&case.id),
+        };
+        case.inject_time.offset_millis(lag * 1000)
+    }
+
+    /// The alert lag of the case `id`, in seconds: uniform in `alert_lag_secs`, a function of
+    /// the seed and the id only.
+    pub fn alert_lag(&self, id: &str) -> i64 {
+        let (lo, hi) = (
+            self.alert_lag_secs.0.min(self.alert_lag_secs.1),
+            self.alert_lag_secs.0.max(self.alert_lag_secs.1),
+        );
+        // FNV-1a over the id, mixed with the seed by splitmix64.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in id.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut z = h ^ self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        lo + (z % ((hi - lo + 1) as u64)) as i64
+    }
+}
+
+/// The telemetry of one case, cut to its incident window. It holds no ground truth.
 #[derive(Debug, Clone)]
 pub struct CaseData {
-    /// When the incident counts as detected (the end of the current window).
+    /// The incident: its window ends at the detection time; its onset is the fault time under
+    /// the fault-time protocol and unknown under the alert protocol.
+    pub incident: rca_core::Incident,
+    /// When the incident counts as detected (the end of the window).
     pub detected_at: Timestamp,
-    /// Log lines (baseline and current).
+    /// Log lines in the window.
     pub logs: Vec<LogRecord>,
-    /// Spans (baseline and current).
+    /// Spans in the window.
     pub spans: Vec<Span>,
-    /// Metric samples (baseline and current).
+    /// Metric samples in the window.
     pub metrics: Vec<MetricSample>,
-    /// The log and trace windows.
-    pub event_window: Option<Window>,
-    /// The metric windows.
-    pub metric_window: Option<Window>,
     /// Problems met while reading.
     pub report: LoadReport,
 }
@@ -267,6 +314,37 @@ fn minute_files(dir: &Path, kind: &str, from: Timestamp, to: Timestamp) -> Vec<P
             }
         })
         .collect()
+}
+
+/// The minutes `[from, to]` of the latest unbroken run of per-minute files (`HH_MM<kind>`) in
+/// `dir` that ends at most one minute after `at`'s minute.
+fn latest_run(dir: &Path, kind: &str, at: Timestamp) -> Option<(Timestamp, Timestamp)> {
+    let present: std::collections::BTreeSet<i64> = list_files(dir, kind)
+        .ok()?
+        .iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            let mut parts = name.split('_');
+            let h = parts.next()?.parse::<i64>().ok()?;
+            let m = parts.next()?.parse::<i64>().ok()?;
+            Some(h * 60 + m)
+        })
+        .collect();
+    let (_, _, _, h, m, _, _) = at.to_civil();
+    let at_minute = i64::from(h) * 60 + i64::from(m);
+    // The data set keeps about three minutes around each fault, so the run may end before
+    // a late alert.
+    let last = *present.range(..=at_minute + 1).next_back()?;
+    let mut first = last;
+    while present.contains(&(first - 1)) {
+        first -= 1;
+    }
+    // Timestamps of those minutes on `at`'s day.
+    let day_start = at.offset_millis(-(at_minute * 60_000) - at.millis().rem_euclid(60_000));
+    Some((
+        day_start.offset_millis(first * 60_000),
+        day_start.offset_millis(last * 60_000),
+    ))
 }
 
 /// Reads Nezha log CSVs (`Timestamp,TimeUnixNano,Node,PodName,Container,TraceID,SpanID,Log`,
@@ -395,19 +473,21 @@ impl MinuteReader<'_> {
     }
 }
 
-/// Reads one case: the per-minute logs and traces around the fault, the construct baseline
-/// (when it lies before the fault), and the day's metrics around the fault. Nothing at or
-/// after the detection time is kept.
+/// Reads one case as an incident: the day's per-minute logs and traces and its metrics inside
+/// `[detected - history, detected)`. Nothing at or after the detection time is kept; the
+/// fault's pod and type stay out.
 pub fn load_case(
     day: &NezhaDay,
     metrics: &DayMetrics,
     case: &NezhaCase,
     options: &CaseOptions,
 ) -> Result<CaseData, NezhaError> {
-    let t0 = case.inject_time;
-    let before = TimeRange::new(t0.offset_millis(-options.before_secs * 1000), t0);
+    let detected_at = options.detected_at(case);
+    let window = TimeRange::new(
+        detected_at.offset_millis(-options.history_secs.max(60) * 1000),
+        detected_at,
+    );
     let mut report = LoadReport::default();
-    // The current window: the settled minute's file, or a fixed span after the fault.
     let mut logs = Vec::new();
     let mut spans = Vec::new();
     let mut minutes = MinuteReader {
@@ -417,42 +497,39 @@ pub fn load_case(
         spans: &mut spans,
         report: &mut report,
     };
-    if let Some(k) = options.settled_minute {
-        let minute = t0.offset_millis(k * 60_000);
-        minutes.read(minute, minute, TimeRange::new(t0, Timestamp(i64::MAX)))?;
+    // Logs and spans: the latest unbroken run of per-minute files up to the detection time,
+    // as a collector that keeps recent data would have them (files are named by the minute
+    // their content ends in, so the run may end a minute after detection), and nothing of an
+    // earlier run: the data set keeps only some minutes, and another stretch hours or minutes
+    // away is not this incident's recent past.
+    if let Some((from, to)) = latest_run(&day.dir.join("trace"), "_trace", detected_at) {
+        minutes.read(from, to, window)?;
     }
-    let times = minutes
-        .logs
-        .iter()
-        .map(|r| r.timestamp)
-        .chain(minutes.spans.iter().map(|s| s.start));
-    let current = match (times.clone().min(), times.max()) {
-        (Some(lo), Some(hi)) => TimeRange::new(lo, hi.offset_millis(1)),
-        _ => TimeRange::new(t0, t0.offset_millis(options.after_secs * 1000)),
-    };
-    // The incident counts as detected `after_secs` after the fault (or at the end of the
-    // settled minute, if later): the metric window runs up to it.
-    let detected_at = current.end.max(t0.offset_millis(options.after_secs * 1000));
-    // Per-minute files are named by the minute their content ends in; read one more.
-    if minutes.logs.is_empty() && minutes.spans.is_empty() {
-        minutes.read(before.start, detected_at.offset_millis(60_000), current)?;
-    }
-    // The pre-fault baseline.
-    minutes.read(before.start, t0.offset_millis(60_000), before)?;
-    let mut baseline_start = before.start;
-    if options.use_construct
-        && let Some(cdir) = &day.construct_dir
-    {
+    // The day's construct minute: the known normal period the data set provides, used as
+    // baseline when it lies before the run.
+    let mut start = window.start;
+    if let Some(cdir) = &day.construct_dir {
+        let first_event = minutes
+            .spans
+            .iter()
+            .map(|s| s.start)
+            .chain(minutes.logs.iter().map(|r| r.timestamp))
+            .min()
+            .unwrap_or(detected_at);
+        let before = TimeRange::new(Timestamp(i64::MIN), first_event.min(detected_at));
         let mut clogs = Vec::new();
-        let all = TimeRange::new(Timestamp(i64::MIN), before.start);
-        let log_files = list_files(&cdir.join("log"), "")?;
-        read_log_csv(&log_files, all, &mut clogs, &mut report)?;
+        read_log_csv(
+            &list_files(&cdir.join("log"), "")?,
+            before,
+            &mut clogs,
+            minutes.report,
+        )?;
         let tsrc = FileTraceSource::open(&list_files(&cdir.join("trace"), "")?, None, None)?;
-        report.merge(tsrc.report());
+        minutes.report.merge(tsrc.report());
         let cspans: Vec<Span> = tsrc
             .spans_all()
             .iter()
-            .filter(|s| all.contains(s.start))
+            .filter(|s| before.contains(s.start))
             .cloned()
             .collect();
         if let Some(first) = clogs
@@ -461,32 +538,45 @@ pub fn load_case(
             .chain(cspans.iter().map(|s| s.start))
             .min()
         {
-            baseline_start = first;
+            start = start.min(first);
         }
-        logs.extend(clogs);
-        spans.extend(cspans);
+        minutes.logs.extend(clogs);
+        minutes.spans.extend(cspans);
     }
+    let window = TimeRange::new(start, detected_at);
     logs.sort_by_key(|r| r.timestamp);
     spans.sort_by_key(|s| s.start);
-    // Between the construct minute and the pre-fault window nothing was loaded, so one range
-    // covers both baselines.
-    let event_window = Window::new(TimeRange::new(baseline_start, t0), current);
-    // Metrics come a sample a minute: their current window starts at the fault.
-    let metric_window = Window::new(
-        TimeRange::new(t0.offset_millis(-options.metric_baseline_secs * 1000), t0),
-        TimeRange::new(t0, detected_at),
-    );
+    // Metrics: the last `history_secs` (a sample a minute).
     let metric_samples = metrics
-        .slice(TimeRange::new(metric_window.baseline.start, detected_at))
+        .slice(TimeRange::new(
+            detected_at.offset_millis(-options.history_secs.max(60) * 1000),
+            detected_at,
+        ))
         .to_vec();
     report.records = logs.len() + spans.len() + metric_samples.len();
+    let onset = match options.protocol {
+        Protocol::FaultTime => Some(case.inject_time),
+        Protocol::Alert => None,
+    };
+    let incident = rca_core::Incident {
+        id: format!("nezha-{}", case.id.replace('/', "-")),
+        title: match options.protocol {
+            Protocol::FaultTime => format!("TrainTicket: fault at {}", case.inject_time),
+            Protocol::Alert => format!("TrainTicket: alert at {detected_at}"),
+        },
+        description: String::new(),
+        detected_at,
+        window,
+        system: String::new(),
+        topology: Vec::new(),
+        onset,
+    };
     Ok(CaseData {
+        incident,
         detected_at,
         logs,
         spans,
         metrics: metric_samples,
-        event_window: Some(event_window),
-        metric_window: Some(metric_window),
         report,
     })
 }

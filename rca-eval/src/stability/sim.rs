@@ -178,6 +178,7 @@ impl SimIncident {
             window: TimeRange::new(Timestamp(0), Timestamp(3_600_000)),
             system: format!("{} components in a call graph.", self.callees.len()),
             topology: Vec::new(),
+            onset: None,
         }
     }
 

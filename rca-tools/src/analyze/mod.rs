@@ -11,6 +11,7 @@
 //!   and end; log lines joined to their spans by trace and span id), per event.
 //! - [`logs`]: error-level bursts and template frequency shifts and new templates per
 //!   component.
+//! - [`onset`]: when the problem began, from the series of all modalities changing together.
 //! - [`classify`]: names a fault type from the kinds of evidence about a component.
 //! - [`rank`]: combines findings of several modalities into a ranking of components,
 //!   rewarding convergence across modalities.
@@ -22,6 +23,7 @@ pub mod classify;
 pub mod events;
 pub mod logs;
 pub mod metrics;
+pub mod onset;
 pub mod rank;
 pub mod stats;
 pub mod traces;

@@ -128,10 +128,37 @@ pub struct ChangePoint {
 /// Finds the single mean-shift change point of a series (at least `min_segment` values on each
 /// side), or `None` for a series too short or constant.
 pub fn change_point(series: &[f64], min_segment: usize) -> Option<ChangePoint> {
-    let n = series.len();
     let min_segment = min_segment.max(1);
-    if n < 2 * min_segment {
-        return None;
+    let profile = change_profile(series, min_segment, min_segment, 0.0);
+    let (index, strength) = profile
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, s)| *s > 0.0)
+        .fold(None::<(usize, f64)>, |best, (k, s)| match best {
+            Some((_, b)) if b >= s => best,
+            _ => Some((k, s)),
+        })?;
+    let (left, right) = series.split_at(index);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let shift = mean(right) - mean(left);
+    (strength.is_finite() && shift != 0.0).then_some(ChangePoint {
+        index,
+        shift,
+        strength,
+    })
+}
+
+/// The mean-shift strength of every split of a series: entry `k` is the t-like statistic of
+/// the split with values `..k` before and `k..` after (0 where fewer than `min_before` values
+/// precede or `min_after` follow). The standard deviation is the pooled one within the two
+/// segments, at least `floor`.
+pub fn change_profile(series: &[f64], min_before: usize, min_after: usize, floor: f64) -> Vec<f64> {
+    let n = series.len();
+    let mut out = vec![0.0; n];
+    let (min_before, min_after) = (min_before.max(1), min_after.max(1));
+    if n < min_before + min_after {
+        return out;
     }
     let mut prefix = vec![0.0; n + 1];
     let mut prefix_sq = vec![0.0; n + 1];
@@ -139,8 +166,12 @@ pub fn change_point(series: &[f64], min_segment: usize) -> Option<ChangePoint> {
         prefix[i + 1] = prefix[i] + x;
         prefix_sq[i + 1] = prefix_sq[i] + x * x;
     }
-    let mut best: Option<ChangePoint> = None;
-    for k in min_segment..=(n - min_segment) {
+    for (k, slot) in out
+        .iter_mut()
+        .enumerate()
+        .take(n - min_after + 1)
+        .skip(min_before)
+    {
         let (nl, nr) = (k as f64, (n - k) as f64);
         let (sl, sr) = (prefix[k], prefix[n] - prefix[k]);
         let (ql, qr) = (prefix_sq[k], prefix_sq[n] - prefix_sq[k]);
@@ -148,17 +179,26 @@ pub fn change_point(series: &[f64], min_segment: usize) -> Option<ChangePoint> {
         let ssq = (ql - nl * ml * ml).max(0.0) + (qr - nr * mr * mr).max(0.0);
         let sd = (ssq / n as f64)
             .sqrt()
+            .max(floor)
             .max(1e-9 * (ml.abs() + mr.abs()).max(1e-12));
         let strength = (mr - ml).abs() / sd * (nl * nr / n as f64).sqrt();
-        if best.is_none_or(|b| strength > b.strength) {
-            best = Some(ChangePoint {
-                index: k,
-                shift: mr - ml,
-                strength,
-            });
-        }
+        *slot = if strength.is_finite() { strength } else { 0.0 };
     }
-    best.filter(|b| b.strength.is_finite() && b.shift != 0.0)
+    out
+}
+
+/// The resolution of a series: the smallest positive gap between two of its distinct values
+/// (0 for a constant series). Quantisation to steps `q` adds noise of standard deviation
+/// `q / sqrt(12)`, the least variability a series of such values can be trusted to have.
+pub fn resolution(series: &[f64]) -> f64 {
+    let mut v: Vec<f64> = series.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let gap = v
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    if gap.is_finite() { gap } else { 0.0 }
 }
 
 #[cfg(test)]
@@ -202,5 +242,17 @@ mod tests {
         assert!(cp.shift > 3.0 && cp.strength > 10.0);
         assert!(change_point(&[1.0; 8], 2).is_none());
         assert!(change_point(&[1.0], 1).is_none());
+        // The profile: strongest at the split, zero where a segment would be too short.
+        let p = change_profile(&s, 3, 1, 0.0);
+        assert_eq!(p.len(), s.len());
+        assert_eq!(&p[..3], &[0.0; 3]);
+        assert!(p[6] > p[5] && p[6] > p[7] && p[8] > 0.0);
+        // A floor tames a step in an otherwise constant series.
+        let step = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+        assert!(change_profile(&step, 3, 1, 0.0)[5] > 1e6);
+        let floored = change_profile(&step, 3, 1, resolution(&step) / 12f64.sqrt())[5];
+        assert!(floored > 3.0 && floored < 3.5, "{floored}");
+        assert_eq!(resolution(&[2.0, 2.0]), 0.0);
+        assert_eq!(resolution(&[1.0, 4.0, 2.0]), 1.0);
     }
 }

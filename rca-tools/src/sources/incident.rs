@@ -88,6 +88,10 @@ pub struct Manifest {
     /// Known caller -> callee edges between components.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<(String, String)>,
+    /// When the problem began, RFC 3339, when the host knows it (absent: the diagnosis
+    /// estimates the onset from the telemetry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onset: Option<String>,
     /// The telemetry files.
     #[serde(default)]
     pub telemetry: TelemetryFiles,
@@ -196,6 +200,27 @@ impl IncidentDir {
             }
         })?;
         let window = manifest.window.parse("window")?;
+        let onset = manifest
+            .onset
+            .as_deref()
+            .map(|text| {
+                Timestamp::parse_rfc3339(text).ok_or_else(|| SourceError::Malformed {
+                    location: path.display().to_string(),
+                    message: format!("unreadable onset {text:?}"),
+                })
+            })
+            .transpose()?;
+        if let Some(at) = onset
+            && !(window.start <= at && at <= detected_at)
+        {
+            return Err(SourceError::Malformed {
+                location: path.display().to_string(),
+                message: format!(
+                    "onset {at} lies outside [window start {}, detected_at {detected_at}]",
+                    window.start
+                ),
+            });
+        }
         let baseline = manifest
             .baseline
             .as_ref()
@@ -234,6 +259,7 @@ impl IncidentDir {
             window,
             system: manifest.system.clone(),
             topology: manifest.topology.clone(),
+            onset,
         };
         Ok(IncidentDir {
             dir: dir.to_path_buf(),
@@ -406,6 +432,7 @@ mod tests {
                 metrics: vec!["metrics.csv.gz".into()],
                 spans: vec!["spans.csv".into()],
             },
+            onset: None,
         };
         write_manifest(dir.path(), &manifest).unwrap();
         let d = IncidentDir::open(dir.path()).unwrap();
@@ -415,6 +442,20 @@ mod tests {
         assert_eq!(d.metrics.samples_all(), metrics.as_slice());
         assert_eq!(d.traces.spans_all(), spans.as_slice());
         assert_eq!(d.incident.topology.len(), 1);
+        assert_eq!(d.incident.onset, None);
+
+        // A stated onset is read; one outside the window is refused.
+        let mut known = manifest.clone();
+        known.onset = Some(t(30).to_string());
+        write_manifest(dir.path(), &known).unwrap();
+        assert_eq!(
+            IncidentDir::open(dir.path()).unwrap().incident.onset,
+            Some(t(30))
+        );
+        known.onset = Some(t(90).to_string());
+        write_manifest(dir.path(), &known).unwrap();
+        let err = IncidentDir::open(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("onset"), "{err}");
 
         let mut bad = manifest.clone();
         bad.telemetry.logs = vec!["../etc/passwd".into()];
