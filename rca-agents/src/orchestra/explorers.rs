@@ -434,7 +434,7 @@ mod tests {
     fn incident() -> Incident {
         Incident {
             id: "synthetic".into(),
-            title: "checkout latency".into(),
+            title: "checkout incident".into(),
             description: String::new(),
             detected_at: Timestamp(60 * MIN),
             window: TimeRange::new(Timestamp(0), Timestamp(60 * MIN)),

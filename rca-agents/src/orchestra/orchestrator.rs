@@ -765,7 +765,7 @@ mod tests {
     fn incident() -> Incident {
         Incident {
             id: "inc".into(),
-            title: "latency alert".into(),
+            title: "checkout alert".into(),
             description: String::new(),
             detected_at: Timestamp(100),
             window: TimeRange::new(Timestamp(0), Timestamp(100)),

@@ -87,7 +87,7 @@ pub fn inject_delay(spans: &mut [Span], target: &str, from: Timestamp, delay_us:
 pub struct DelayRow {
     /// The injected delay in milliseconds (0: the control).
     pub delay_ms: u64,
-    /// Windows scored.
+    /// How many normal windows were scored.
     pub windows: usize,
     /// Share of windows whose target's service ranks first.
     pub as1: f64,
