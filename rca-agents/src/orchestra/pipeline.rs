@@ -203,12 +203,6 @@ impl IncidentTelemetry {
     }
 }
 
-/// One explorer per modality present in `loaded` (metrics, traces, logs joined to spans when
-/// there are spans).
-pub fn telemetry_explorers(loaded: &IncidentDir, windows: WindowPolicy) -> Vec<Arc<dyn Explorer>> {
-    IncidentTelemetry::of_dir(loaded).explorers(windows)
-}
-
 impl DiagnosisPipeline {
     /// The pipeline over `loaded` with the built-in telemetry explorers.
     pub fn new(
