@@ -86,14 +86,15 @@ NOTE
 fi
 
 # 2. The server: one wheel built from source (GGML_NATIVE=OFF: the native build enables AMX on
-# these CPUs and crashes on the first request), kept for the next run.
+# these CPUs and crashes on the first request; LLAVA_BUILD=OFF: no multimodal library, which
+# the server imports only for image chat formats), kept for the next run.
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import llama_cpp.server, llama_cpp; assert llama_cpp.__version__ == '$LLAMA_VERSION'" 2>/dev/null; then
   log "llama-cpp-python $LLAMA_VERSION present in $VENV"
 else
   mkdir -p "$WHEELS"
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     log "building llama-cpp-python $LLAMA_VERSION from source (a few minutes on 2 cores)"
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
       "$PY" -m pip wheel -q --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" >&2
   fi
   rm -rf "$VENV"
