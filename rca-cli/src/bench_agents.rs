@@ -34,13 +34,13 @@ pub struct AgentsArgs {
     #[arg(long, value_delimiter = ',')]
     pub agents: Vec<String>,
     /// Steps per run.
-    #[arg(long, default_value_t = RunBudgets::default().max_steps)]
+    #[arg(long, default_value_t = RunBudgets::default().max_steps, value_parser = crate::numbers::at_least_one())]
     pub max_steps: usize,
     /// Completion tokens per model turn.
     #[arg(long, default_value_t = RunBudgets::default().max_turn_tokens)]
     pub max_turn_tokens: u32,
     /// Wall time of each agent's run, in seconds.
-    #[arg(long, default_value_t = RunBudgets::default().wall_time.as_secs())]
+    #[arg(long, default_value_t = RunBudgets::default().wall_time.as_secs(), value_parser = crate::numbers::at_least_one_u64())]
     pub wall_seconds: u64,
     /// Print the runs as JSON.
     #[arg(long)]
@@ -95,9 +95,9 @@ pub(crate) fn live_client(
 pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
     let data = BundledData::new(workspace_root()?);
     let budgets = RunBudgets {
-        max_steps: args.max_steps.max(1),
+        max_steps: args.max_steps,
         max_turn_tokens: args.max_turn_tokens.max(16),
-        wall_time: Duration::from_secs(args.wall_seconds.max(1)),
+        wall_time: Duration::from_secs(args.wall_seconds),
         ..RunBudgets::default()
     };
     let agents: Vec<String> = if args.agents.is_empty() {

@@ -184,7 +184,7 @@ pub struct StabilityArgs {
     #[arg(long)]
     pub episodes: Option<usize>,
     /// Probability that a model turn is corrupted (chaos mode).
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.3, value_parser = crate::numbers::probability)]
     pub corruption: f64,
     /// Episode i uses seed `seed + i`.
     #[arg(long, default_value_t = 0)]

@@ -227,20 +227,70 @@ fn check_url(key: &str, url: &str, problems: &mut Vec<Problem>) {
     }
 }
 
+/// The prefix that turns a line with a problem into a comment while the rest is read again.
+const SET_ASIDE: &str = "#rca-config-check: ";
+
+fn is_set_aside(line: &str) -> bool {
+    line.starts_with(SET_ASIDE)
+}
+
+/// Problems found while reading, in the order of their lines (the reader meets them in the
+/// order of its fields, not of the file).
+fn sort_by_line(problems: &mut [Problem]) {
+    problems.sort_by_key(|p| {
+        p.key
+            .strip_prefix("line ")
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(usize::MAX)
+    });
+}
+
 impl Config {
-    /// Parses TOML text. Syntax errors and unknown keys come back as one problem each.
+    /// Parses TOML text. Every syntax error, unknown key and wrongly typed value comes back as
+    /// a problem naming its line: after each, the offending line (or the whole table, when the
+    /// problem is its header) is set aside and the rest is read again, so one typo does not
+    /// hide the next. A text with problems also gets the semantic checks of what remains.
     pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
-        toml::from_str::<Config>(text).map_err(|e| {
-            let key = e
+        /// Bounds the re-reads: a file with more problems than this is reported in part.
+        const MAX_PROBLEMS: usize = 50;
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut problems = Vec::new();
+        while problems.len() < MAX_PROBLEMS {
+            let joined = lines.join("\n");
+            let e = match toml::from_str::<Config>(&joined) {
+                Ok(config) if problems.is_empty() => return Ok(config),
+                Ok(config) => {
+                    sort_by_line(&mut problems);
+                    problems.extend(config.check());
+                    return Err(problems);
+                }
+                Err(e) => e,
+            };
+            let line = e
                 .span()
-                .and_then(|span| text.get(..span.start))
-                .map(|before| format!("line {}", before.matches('\n').count() + 1))
-                .unwrap_or_else(|| "file".into());
-            vec![Problem {
-                key,
-                message: e.message().to_string(),
-            }]
-        })
+                .and_then(|span| joined.get(..span.start))
+                .map(|before| before.matches('\n').count());
+            problems.push(Problem {
+                key: line.map_or_else(|| "file".into(), |l| format!("line {}", l + 1)),
+                message: e.message().trim().to_string(),
+            });
+            let Some(l) = line.filter(|l| *l < lines.len() && !is_set_aside(&lines[*l])) else {
+                sort_by_line(&mut problems);
+                return Err(problems);
+            };
+            let header = lines[l].trim_start().starts_with('[');
+            let mut end = l + 1;
+            if header {
+                while end < lines.len() && !lines[end].trim_start().starts_with('[') {
+                    end += 1;
+                }
+            }
+            for line in &mut lines[l..end] {
+                *line = format!("{SET_ASIDE}{line}");
+            }
+        }
+        sort_by_line(&mut problems);
+        Err(problems)
     }
 
     /// Semantic checks: roles name defined models, URLs look like URLs, patterns compile,
@@ -520,6 +570,18 @@ component_label = "pod"
         assert!(unknown[0].message.contains("max_stepz"), "{:?}", unknown);
         assert_eq!(unknown[0].key, "line 2");
         assert!(Config::parse("not = [toml").is_err());
+        // Every problem, not the first: two unknown keys, a wrong type, an unknown table (its
+        // keys are not reported again), and a role naming a model that is not defined.
+        let many = "[budgets]\nmax_stepz = 3\nwall_seconds = \"soon\"\n[roles]\nexplorer = \"gpt\"\n\
+                    [nonsense]\na = 1\nb = 2\n[diagnosis]\nmin_modalitiez = 2\n";
+        let problems = Config::parse(many).unwrap_err();
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["line 2", "line 3", "line 6", "line 10", "roles.explorer"],
+            "{problems:?}"
+        );
+        assert!(problems[1].message.contains("invalid type"), "{problems:?}");
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub struct DiagnoseArgs {
     /// directory; by default they are refused.
     #[arg(long)]
     pub allow_outside_links: bool,
+    /// The bytes the incident's telemetry files may hold together once decompressed; a larger
+    /// incident is refused with an error (the records are held in memory).
+    #[arg(long, value_name = "BYTES", default_value_t = rca_tools::sources::DEFAULT_MAX_TELEMETRY_BYTES)]
+    pub max_telemetry_bytes: u64,
     /// Print the report as JSON instead of Markdown.
     #[arg(long)]
     pub json: bool,
@@ -69,6 +73,7 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         &args.dir,
         rca_tools::incident_dir::IncidentOptions {
             allow_outside: args.allow_outside_links,
+            max_telemetry_bytes: args.max_telemetry_bytes,
         },
     )
     .with_context(|| format!("cannot load the incident directory {}", args.dir.display()))?;

@@ -37,7 +37,7 @@ struct InputArgs {
     #[arg(long)]
     format: Option<String>,
     /// Lines longer than this many bytes are truncated (and reported).
-    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES)]
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES, value_parser = crate::numbers::at_least_one())]
     max_line_bytes: usize,
 }
 
@@ -46,7 +46,7 @@ struct TemplatesArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Mining threads (the parallel mode is deterministic for a given count).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::numbers::at_least_one())]
     threads: usize,
     /// Print the templates as JSON.
     #[arg(long, conflicts_with = "per_line")]
@@ -61,13 +61,13 @@ struct SegmentArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Lines further apart are not connected.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = crate::numbers::at_least_one())]
     window: usize,
     /// Distance decay exp(-d / tau).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::numbers::positive)]
     tau: f64,
     /// Lines segmented together; memory grows with this times the window, not with the log.
-    #[arg(long, default_value_t = SegmentConfig::default().chunk_lines)]
+    #[arg(long, default_value_t = SegmentConfig::default().chunk_lines, value_parser = crate::numbers::at_least_one())]
     chunk_lines: usize,
     /// Print the blocks as JSON.
     #[arg(long)]
@@ -169,7 +169,7 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 fn templates(a: TemplatesArgs) -> Result<()> {
-    let threads = a.threads.max(1);
+    let threads = a.threads;
     let format = a
         .input
         .format

@@ -15,6 +15,7 @@ mod generated_tools;
 mod lifecycle;
 mod logs_cmd;
 mod mitigate;
+mod numbers;
 mod progress;
 mod react_cmd;
 

@@ -58,7 +58,7 @@ pub struct ReactArgs {
     #[arg(long, value_enum, default_value_t = Consistency::Off)]
     pub consistency: Consistency,
     /// Samples of self-consistency.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::numbers::at_least_one())]
     pub samples: usize,
     /// Aggregate self-consistency samples by asking the model to merge them (default: an
     /// embedding vote).
@@ -98,7 +98,7 @@ pub enum Consistency {
 /// The controller configuration the arguments ask for.
 pub fn react_config(args: &ReactArgs, budgets: &crate::config::BudgetsConfig) -> ReactConfig {
     let sampling = SamplingConfig {
-        k: args.samples.max(1),
+        k: args.samples,
         temperature: 0.7,
         base_seed: 0,
         concurrency: 1,

@@ -367,6 +367,86 @@ fn diagnose_reports_a_bad_directory_clearly() {
     assert!(err.contains("incident"), "{err}");
 }
 
+/// Every file under `dir` with its bytes (symbolic links as their targets), to tell that a
+/// run changed nothing there.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.push((path, target.to_string_lossy().into_owned().into_bytes()));
+            } else if meta.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The bad-input corpus (`tests/corpus`, see its README): each case fails or succeeds as
+/// listed, with its message, never by a panic, and touches nothing but what it may write.
+#[test]
+fn bad_inputs_from_the_corpus() {
+    let root = repo_root();
+    let corpus = root.join("rca-cli/tests/corpus");
+    let cases: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(corpus.join("cases.json")).unwrap()).unwrap();
+    assert!(cases.len() >= 15, "{} cases", cases.len());
+    let before = snapshot(&corpus);
+    for case in &cases {
+        let name = case["name"].as_str().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let fill = |a: &serde_json::Value| {
+            a.as_str()
+                .unwrap()
+                .replace("{corpus}", &corpus.to_string_lossy())
+                .replace("{tmp}", &tmp.path().to_string_lossy())
+                .replace("{root}", &root.to_string_lossy())
+        };
+        let args: Vec<String> = case["args"].as_array().unwrap().iter().map(fill).collect();
+        let out = rca().current_dir(tmp.path()).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert_eq!(
+            out.status.success(),
+            case["ok"].as_bool().unwrap(),
+            "{name}: {stderr}"
+        );
+        for words in case["stderr"].as_array().unwrap() {
+            let words = words.as_str().unwrap();
+            assert!(stderr.contains(words), "{name}: {words:?} not in {stderr}");
+        }
+        let mut written: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        written.sort();
+        let mut allowed: Vec<String> = case["writes"]
+            .as_array()
+            .map(|w| w.iter().map(|f| f.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        allowed.sort();
+        assert_eq!(written, allowed, "{name}: what it wrote");
+    }
+    assert!(before == snapshot(&corpus), "the corpus is unchanged");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let null = std::fs::metadata("/dev/null").unwrap();
+        assert!(
+            null.file_type().is_char_device(),
+            "/dev/null is still a device"
+        );
+    }
+}
+
 /// `rca tools warm-up` pre-generates tools from a past incident; `rca diagnose
 /// --generated-tools` then explores with them and generates nothing new.
 #[cfg(feature = "sql")]
@@ -480,14 +560,16 @@ fn check_recordings(dir: &Path, sha256: &str, at_least: usize) {
     assert!(seen >= at_least, "{seen} recordings in {}", dir.display());
 }
 
-/// `rca bench agents --replay DIR --json`, which must succeed.
-fn replayed_runs(dir: &Path) -> Vec<serde_json::Value> {
-    let out = rca()
-        .current_dir(repo_root())
+/// `rca bench agents --replay DIR --json [--agents A,B]`, which must succeed.
+fn replayed_runs(dir: &Path, agents: Option<&str>) -> Vec<serde_json::Value> {
+    let mut cmd = rca();
+    cmd.current_dir(repo_root())
         .args(["bench", "agents", "--json", "--replay"])
-        .arg(dir)
-        .output()
-        .unwrap();
+        .arg(dir);
+    if let Some(agents) = agents {
+        cmd.args(["--agents", agents]);
+    }
+    let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     serde_json::from_slice(&out.stdout).unwrap()
@@ -498,7 +580,7 @@ fn agents_replay_from_the_recorded_real_model() {
     let root = repo_root();
     let dir = root.join(RECORDINGS);
     check_recordings(&dir, GEMMA_SHA256, 7);
-    let runs = replayed_runs(&dir);
+    let runs = replayed_runs(&dir, None);
     assert!(runs.len() >= 7, "{runs:?}");
     for r in &runs {
         assert!(
@@ -508,6 +590,9 @@ fn agents_replay_from_the_recorded_real_model() {
         assert!(r["model_calls"].as_u64().unwrap() > 0, "{r}");
     }
 }
+
+/// The agents `agents_on_the_local_model_then_replayed` runs live.
+const LIVE_AGENTS: &str = "react-code,flash,stratus,lifecycle,text-sc";
 
 #[test]
 fn agents_on_the_local_model_then_replayed() {
@@ -530,6 +615,12 @@ fn agents_on_the_local_model_then_replayed() {
             // for a turn its replay then asks for too, which was never recorded.
             "--wall-seconds",
             "1200",
+            // ReAct and the orchestra meet the live model in their own tests (`react_on_the_
+            // local_model_...`, `diagnose_with_the_local_model_in_every_role`); their committed
+            // recordings replay in `agents_replay_from_the_recorded_real_model`. Running them
+            // here again would double the suite's longest serial stretch.
+            "--agents",
+            LIVE_AGENTS,
         ])
         .arg("--record")
         .arg(dir.path())
@@ -539,13 +630,13 @@ fn agents_on_the_local_model_then_replayed() {
     assert!(out.status.success(), "{stderr}");
     let live: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let sha = std::env::var("RCA_LLM_MODEL_SHA256").unwrap_or_else(|_| GEMMA_SHA256.into());
-    check_recordings(dir.path(), &sha, 6);
+    check_recordings(dir.path(), &sha, 5);
     for r in &live {
         assert_eq!(r["model"], model.as_str(), "{r}");
         assert_eq!(r["server_counted"], true, "{r}");
     }
     // The fresh recording replays with no server: the same calls, outcomes and counts.
-    let replayed = replayed_runs(dir.path());
+    let replayed = replayed_runs(dir.path(), Some(LIVE_AGENTS));
     assert_eq!(live.len(), replayed.len());
     for (a, b) in live.iter().zip(&replayed) {
         for key in [
@@ -561,6 +652,30 @@ fn agents_on_the_local_model_then_replayed() {
     }
 }
 
+/// `rca diagnose` of the bundled incident with `config`, which must succeed with ranked
+/// candidates: its stderr and its wall time in seconds.
+fn diagnose_bundled_with(config: &Path, trajectory: &Path) -> (String, f64) {
+    let started = std::time::Instant::now();
+    let out = rca()
+        .current_dir(repo_root())
+        .args(["diagnose", "examples/incidents/trainticket-cpu", "--json"])
+        .arg("--config")
+        .arg(config)
+        .arg("--trajectory")
+        .arg(trajectory)
+        .output()
+        .unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !report["candidates"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    (stderr, seconds)
+}
+
 #[test]
 fn diagnose_with_the_local_model_in_every_role() {
     let Some((url, model)) = local_model() else {
@@ -574,35 +689,70 @@ fn diagnose_with_the_local_model_in_every_role() {
             "[models.local]\nbase_url = \"{url}\"\nmodel = \"{model}\"\n\
              features = {{ native_n = false, tool_calls = false, schema_in_json_object = true, system_role = false, tool_role = false }}\n\
              [roles]\nplanner = \"local\"\ncontroller = \"local\"\nreasoner = \"local\"\n\
-             [budgets]\nwall_seconds = 600\n"
+             [budgets]\nwall_seconds = 150\n"
         ),
     )
     .unwrap();
-    let started = std::time::Instant::now();
-    let out = rca()
-        .current_dir(repo_root())
-        .args([
-            "diagnose",
-            "examples/incidents/trainticket-cpu",
-            "--json",
-            "--config",
-        ])
-        .arg(&config)
-        .arg("--trajectory")
-        .arg(dir.path().join("t.json"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(started.elapsed().as_secs() < 630, "the wall budget holds");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        !report["candidates"].as_array().unwrap().is_empty(),
-        "{report}"
-    );
+    let (_, seconds) = diagnose_bundled_with(&config, &dir.path().join("t.json"));
+    assert!(seconds < 180.0, "the wall budget holds: {seconds} s");
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
     assert_eq!(saved["format_version"], 1);
+}
+
+/// A model server that accepts requests and never answers costs the run its wall budget,
+/// not more: the model calls end before it and the roles' policies answer.
+#[test]
+fn a_silent_model_server_cannot_outlast_the_wall_budget() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rca.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[models.silent]\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n\
+             [roles]\nplanner = \"silent\"\nreasoner = \"silent\"\n[budgets]\nwall_seconds = 5\n"
+        ),
+    )
+    .unwrap();
+    let (stderr, seconds) = diagnose_bundled_with(&config, &dir.path().join("t.json"));
+    assert!(seconds < 30.0, "{seconds} s");
+    assert!(
+        stderr.contains("warning: the planner's model failed")
+            && stderr.contains("remaining wall time"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_configuration_guide_example_passes_config_check() {
+    let guide = std::fs::read_to_string(repo_root().join("docs/guides/configuration.md")).unwrap();
+    let example = guide
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rca.toml");
+    std::fs::write(&file, example).unwrap();
+    let out = rca()
+        .args(["config", "check"])
+        .arg(&file)
+        .env("OLLAMA_API_KEY", "set-for-the-check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -688,7 +838,7 @@ fn react_on_the_local_model_in_both_action_modes_and_with_stepwise_consistency()
         format!(
             "[models.local]\nbase_url = \"{url}\"\nmodel = \"{model}\"\nrequest_timeout_ms = 120000\n\
              features = {{ native_n = false, tool_calls = false, schema_in_json_object = true, system_role = false, tool_role = false }}\n\
-             [roles]\nexplorer = \"local\"\n[budgets]\nmax_steps = 3\nwall_seconds = 240\n"
+             [roles]\nexplorer = \"local\"\n[budgets]\nmax_steps = 2\nwall_seconds = 360\n"
         ),
     )
     .unwrap();
@@ -711,7 +861,7 @@ fn react_on_the_local_model_in_both_action_modes_and_with_stepwise_consistency()
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        // A 270M base model rarely finalizes in three steps: the run may end without a
+        // A 270M base model rarely finalizes in two steps: the run may end without a
         // report, but never by a model failure, and its trajectory is saved either way.
         let saved: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&trajectory).unwrap())
@@ -724,7 +874,7 @@ fn react_on_the_local_model_in_both_action_modes_and_with_stepwise_consistency()
             "{mode}: {stderr}"
         );
         let steps = t["steps"].as_array().unwrap();
-        assert!(!steps.is_empty() && steps.len() <= 3, "{mode}");
+        assert!(!steps.is_empty() && steps.len() <= 2, "{mode}: {stderr}");
         // The server counted the tokens.
         assert_eq!(t["usage"]["estimated"], false, "{mode}");
         assert!(t["usage"]["prompt_tokens"].as_u64().unwrap() > 0);

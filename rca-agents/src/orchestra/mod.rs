@@ -17,6 +17,7 @@
 //! Every role is a trait with a deterministic policy in [`policy`]; a host (or the model-backed
 //! roles) can replace any of them, and the same [`Orchestrator`] runs both.
 
+pub mod deadline;
 pub mod explorers;
 #[cfg(feature = "sql")]
 pub mod generated;

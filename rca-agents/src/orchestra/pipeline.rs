@@ -203,6 +203,12 @@ impl IncidentTelemetry {
     }
 }
 
+/// The part of a wall-time budget kept for the policies once the models' time is up: a fifth,
+/// at most 30 s (the policies and explorers take well under a second on the bundled incidents).
+fn policy_reserve(limit: Duration) -> Duration {
+    (limit / 5).min(Duration::from_secs(30))
+}
+
 impl DiagnosisPipeline {
     /// The pipeline over `loaded` with the built-in telemetry explorers.
     pub fn new(
@@ -268,6 +274,16 @@ impl DiagnosisPipeline {
             ..EvidenceReasoner::default()
         });
         let mut fallbacks = Fallbacks::default();
+        // Every model call ends by the run's deadline (see `run`), so a model that never
+        // answers fails in time for its role's policy to answer instead.
+        let bounded = |m: Arc<dyn ChatModel>| -> Arc<dyn ChatModel> {
+            Arc::new(super::deadline::DeadlineModel::new(m))
+        };
+        let models = RoleModels {
+            planner: models.planner.map(bounded),
+            controller: models.controller.map(bounded),
+            reasoner: models.reasoner.map(bounded),
+        };
         let planner: Arc<dyn Planner> = match models.planner {
             Some(m) => {
                 fallbacks.planner = Some(Arc::clone(&policy_planner));
@@ -322,15 +338,21 @@ impl DiagnosisPipeline {
         }
         let memory = InMemoryShortTermMemory::new();
         let run = self.orchestrator.run(&incident, &memory);
-        let mut record =
-            match self.config.wall_time {
-                Some(limit) => tokio::time::timeout(limit, run).await.map_err(|_| {
-                    OrchestraError::TimedOut {
+        let mut record = match self.config.wall_time {
+            Some(limit) => {
+                // Model calls end a little before the budget, leaving the policies that take
+                // over the time to finish the run; the budget itself is the backstop.
+                let start = tokio::time::Instant::now();
+                let models_until = start + limit.saturating_sub(policy_reserve(limit));
+                let run = super::deadline::within(models_until, run);
+                tokio::time::timeout_at(start + limit, run)
+                    .await
+                    .map_err(|_| OrchestraError::TimedOut {
                         seconds: limit.as_secs_f64(),
-                    }
-                })?,
-                None => run.await,
-            }?;
+                    })?
+            }
+            None => run.await,
+        }?;
         if let Some(e) = estimate {
             record.onset = Some(Onset::Estimated(e));
         }

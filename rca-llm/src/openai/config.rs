@@ -146,7 +146,7 @@ fn default_connect_timeout() -> Option<u64> {
 }
 
 fn default_request_timeout() -> Option<u64> {
-    Some(300_000)
+    Some(120_000)
 }
 
 fn default_max_tokens() -> Option<u32> {

@@ -93,6 +93,19 @@ impl LogFormat {
         if fields.is_empty() {
             return Err(invalid("it names no `<Field>`".to_string()));
         }
+        let contents: Vec<usize> = fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| *f == CONTENT_FIELD)
+            .map(|(i, _)| i + 1)
+            .collect();
+        if contents.len() > 1 {
+            return Err(invalid(format!(
+                "it names `<{CONTENT_FIELD}>` {} times (fields {contents:?}): the message to mine \
+                 is one part of the line",
+                contents.len()
+            )));
+        }
         let regex = Regex::new(&regex).map_err(|e| invalid(e.to_string()))?;
         let content = fields.iter().position(|f| f == CONTENT_FIELD);
         let level = fields.iter().position(|f| f.eq_ignore_ascii_case("Level"));
@@ -240,9 +253,13 @@ mod tests {
             LogFormat::parse(r"<A> (<Content>"),
             Err(LogsError::InvalidFormat { .. })
         ));
-        // Repeated field names are fine.
+        // Repeated field names are fine, except the message's: two would mine nothing.
         let f = LogFormat::parse("<A> <A> <Content>").unwrap();
         assert_eq!(f.parse_line("x y z").unwrap().content, "z");
+        let err = LogFormat::parse("<Content> <Content>")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`<Content>` 2 times (fields [1, 2])"), "{err}");
     }
 
     #[test]

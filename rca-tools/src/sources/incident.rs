@@ -8,7 +8,10 @@ use rca_core::source::{LogRecord, MetricSample, Span};
 use rca_core::{Incident, SourceError, TimeRange, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{FileLogSource, FileMetricSource, FileTraceSource, LogOptions, MetricOptions};
+use super::{
+    DEFAULT_MAX_TELEMETRY_BYTES, FileLogSource, FileMetricSource, FileTraceSource, LogOptions,
+    MetricOptions, ReadBudget,
+};
 
 /// The manifest's file name inside an incident directory.
 pub const MANIFEST: &str = "incident.json";
@@ -118,12 +121,25 @@ pub struct IncidentDir {
 }
 
 /// How an incident directory is opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IncidentOptions {
     /// Read telemetry files whose path resolves (through symbolic links) outside the
     /// directory. Off by default: a link such as `app.log -> /somewhere/secret.log` is
     /// refused, so nothing outside the directory the user named reaches a report.
     pub allow_outside: bool,
+    /// The bytes all telemetry files may hold together once decompressed (default
+    /// [`DEFAULT_MAX_TELEMETRY_BYTES`]): a larger incident is an error that names the limit,
+    /// so a small gzip that expands without end cannot fill memory.
+    pub max_telemetry_bytes: u64,
+}
+
+impl Default for IncidentOptions {
+    fn default() -> Self {
+        IncidentOptions {
+            allow_outside: false,
+            max_telemetry_bytes: DEFAULT_MAX_TELEMETRY_BYTES,
+        }
+    }
 }
 
 /// Resolves a telemetry path of the manifest: it must stay inside `dir` (textually, and
@@ -163,6 +179,115 @@ fn telemetry_path(
         });
     }
     Ok(joined)
+}
+
+/// The manifest's times must describe something a diagnosis can examine: a window that is not
+/// empty and contains the detection time (or ends at it), and a baseline that is not empty and
+/// begins before the detection (nothing at or after `detected_at` is read).
+fn check_times(
+    manifest: &Path,
+    window: TimeRange,
+    baseline: Option<TimeRange>,
+    detected_at: Timestamp,
+) -> Result<(), SourceError> {
+    let bad = |message: String| SourceError::Malformed {
+        location: manifest.display().to_string(),
+        message,
+    };
+    if window.start >= window.end {
+        return Err(bad(format!(
+            "the window starts at {} but ends at {}: its start must come first",
+            window.start, window.end
+        )));
+    }
+    if !(window.start < detected_at && detected_at <= window.end) {
+        return Err(bad(format!(
+            "detected_at {detected_at} lies outside the window ({} to {}): the window is the \
+             telemetry up to the detection, so it must contain detected_at or end at it",
+            window.start, window.end
+        )));
+    }
+    if let Some(b) = baseline {
+        if b.start >= b.end {
+            return Err(bad(format!(
+                "the baseline starts at {} but ends at {}: its start must come first",
+                b.start, b.end
+            )));
+        }
+        if b.start >= detected_at {
+            return Err(bad(format!(
+                "the baseline starts at {}, not before detected_at {detected_at}: nothing at or \
+                 after the detection is read",
+                b.start
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Listed telemetry that yields nothing to examine is an error, not an empty diagnosis: no
+/// records at all (every row bad, or at or after `detected_at`), or none inside the window.
+fn check_records(
+    dir: &Path,
+    window: TimeRange,
+    detected_at: Timestamp,
+    logs: &FileLogSource,
+    metrics: &FileMetricSource,
+    traces: &FileTraceSource,
+) -> Result<(), SourceError> {
+    let reports = [logs.report(), metrics.report(), traces.report()];
+    let files: usize = reports.iter().map(|r| r.files).sum();
+    if files == 0 {
+        return Ok(());
+    }
+    let bad = |message: String| SourceError::Malformed {
+        location: dir.display().to_string(),
+        message,
+    };
+    let records: usize = reports.iter().map(|r| r.records).sum();
+    if records == 0 {
+        let unreadable: usize = reports.iter().map(|r| r.bad_rows).sum();
+        let late: usize = reports.iter().map(|r| r.after_cutoff).sum();
+        let first = reports
+            .iter()
+            .find_map(|r| r.problems.first())
+            .map(|p| format!(" (first: {p})"))
+            .unwrap_or_default();
+        return Err(bad(format!(
+            "the {files} telemetry files hold no record to examine: {unreadable} rows could not \
+             be read{first}, {late} lie at or after detected_at {detected_at}"
+        )));
+    }
+    let until = TimeRange::new(window.start, window.end.min(detected_at));
+    let inside = logs.records().iter().any(|r| until.contains(r.timestamp))
+        || metrics
+            .samples_all()
+            .iter()
+            .any(|m| until.contains(m.timestamp))
+        || traces.spans_all().iter().any(|sp| until.contains(sp.start));
+    if !inside {
+        let times = logs
+            .records()
+            .iter()
+            .map(|r| r.timestamp)
+            .chain(metrics.samples_all().iter().map(|m| m.timestamp))
+            .chain(traces.spans_all().iter().map(|sp| sp.start));
+        let (lo, hi) = times.fold((None::<Timestamp>, None::<Timestamp>), |(lo, hi), t| {
+            (
+                Some(lo.map_or(t, |l| l.min(t))),
+                Some(hi.map_or(t, |h| h.max(t))),
+            )
+        });
+        let span = match (lo, hi) {
+            (Some(lo), Some(hi)) => format!("the {records} records span {lo} to {hi}"),
+            _ => format!("{records} records"),
+        };
+        return Err(bad(format!(
+            "no telemetry record lies in the window ({} to {}); {span}",
+            until.start, until.end
+        )));
+    }
+    Ok(())
 }
 
 impl IncidentDir {
@@ -226,6 +351,7 @@ impl IncidentDir {
             .as_ref()
             .map(|b| b.parse("baseline"))
             .transpose()?;
+        check_times(&path, window, baseline, detected_at)?;
         let real_dir = std::fs::canonicalize(dir).map_err(|e| SourceError::Unavailable {
             message: format!("cannot open {}: {e}", dir.display()),
         })?;
@@ -236,10 +362,12 @@ impl IncidentDir {
                 .collect()
         };
         let cutoff = Some(detected_at);
+        let budget = ReadBudget::new(options.max_telemetry_bytes);
         let logs = FileLogSource::open(
             &files(&manifest.telemetry.logs)?,
             &LogOptions {
                 cutoff,
+                budget: Some(budget.clone()),
                 ..LogOptions::default()
             },
         )?;
@@ -247,10 +375,17 @@ impl IncidentDir {
             &files(&manifest.telemetry.metrics)?,
             &MetricOptions {
                 cutoff,
+                budget: Some(budget.clone()),
                 ..MetricOptions::default()
             },
         )?;
-        let traces = FileTraceSource::open(&files(&manifest.telemetry.spans)?, None, cutoff)?;
+        let traces = FileTraceSource::open_within(
+            &files(&manifest.telemetry.spans)?,
+            None,
+            cutoff,
+            Some(&budget),
+        )?;
+        check_records(dir, window, detected_at, &logs, &metrics, &traces)?;
         let incident = Incident {
             id: manifest.id.clone(),
             title: manifest.title.clone(),
@@ -457,6 +592,77 @@ mod tests {
         let err = IncidentDir::open(dir.path()).unwrap_err().to_string();
         assert!(err.contains("onset"), "{err}");
 
+        // The decompressed size has a limit, shared by every file and checked in each
+        // modality's reader: just below the directory's size it is an error naming the limit.
+        let total: u64 = ["logs.jsonl.gz", "metrics.csv.gz", "spans.csv"]
+            .iter()
+            .map(|f| {
+                let mut text = Vec::new();
+                std::io::Read::read_to_end(
+                    &mut crate::sources::open_text(&dir.path().join(f)).unwrap(),
+                    &mut text,
+                )
+                .unwrap();
+                text.len() as u64
+            })
+            .sum();
+        let with_limit = |limit: u64| {
+            IncidentDir::open_with(
+                dir.path(),
+                IncidentOptions {
+                    max_telemetry_bytes: limit,
+                    ..IncidentOptions::default()
+                },
+            )
+        };
+        assert!(with_limit(total).is_ok());
+        for limit in [total - 1, 1] {
+            let err = with_limit(limit).unwrap_err();
+            assert!(matches!(err, SourceError::InvalidQuery { .. }), "{err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("exceeds {limit} bytes once decompressed"))
+                    && msg.contains("--max-telemetry-bytes"),
+                "{msg}"
+            );
+        }
+
+        // Times that leave nothing to examine are errors that say what is wrong, not an empty
+        // diagnosis: a reversed window, a detection outside it, a reversed or late baseline,
+        // a window with no record in it, files with no record before the detection.
+        let refused = |m: &Manifest, words: &str| {
+            write_manifest(dir.path(), m).unwrap();
+            let err = IncidentDir::open(dir.path()).unwrap_err().to_string();
+            assert!(err.contains(words), "{words}: {err}");
+        };
+        let mut m = manifest.clone();
+        m.window = RangeText::from_range(TimeRange::new(t(60), t(0)));
+        refused(&m, "its start must come first");
+        let mut m = manifest.clone();
+        m.detected_at = "9999-01-01T00:00:00Z".into();
+        refused(&m, "lies outside the window");
+        let mut m = manifest.clone();
+        m.baseline = Some(RangeText::from_range(TimeRange::new(t(-10), t(-20))));
+        refused(&m, "the baseline starts at");
+        let mut m = manifest.clone();
+        m.baseline = Some(RangeText::from_range(TimeRange::new(t(60), t(90))));
+        refused(&m, "not before detected_at");
+        let mut m = manifest.clone();
+        m.window = RangeText::from_range(TimeRange::new(t(30), t(60)));
+        m.telemetry.metrics.clear();
+        m.telemetry.spans.clear();
+        refused(&m, "no telemetry record lies in the window");
+        let mut m = manifest.clone();
+        m.detected_at = t(1).to_string();
+        m.window = RangeText::from_range(TimeRange::new(t(0), t(1)));
+        m.telemetry.metrics.clear();
+        m.telemetry.spans.clear();
+        refused(
+            &m,
+            "hold no record to examine: 0 rows could not be read, 2 lie at or after",
+        );
+        write_manifest(dir.path(), &manifest).unwrap();
+
         let mut bad = manifest.clone();
         bad.telemetry.logs = vec!["../etc/passwd".into()];
         write_manifest(dir.path(), &bad).unwrap();
@@ -478,6 +684,7 @@ mod tests {
                 dir.path(),
                 IncidentOptions {
                     allow_outside: true,
+                    ..IncidentOptions::default()
                 },
             )
             .unwrap();
@@ -489,6 +696,7 @@ mod tests {
                 dir.path(),
                 IncidentOptions {
                     allow_outside: true,
+                    ..IncidentOptions::default()
                 },
             )
             .unwrap_err()

@@ -1,14 +1,129 @@
-//! Opening (possibly gzip-compressed) text files and reading timestamps.
+//! Opening (possibly gzip-compressed) text files within a read budget, and reading timestamps.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rca_core::{SourceError, Timestamp};
 
+/// The default limit on the bytes one incident's telemetry may hold once decompressed: 1 GiB.
+/// The records read are held in memory, so the limit bounds memory too.
+pub const DEFAULT_MAX_TELEMETRY_BYTES: u64 = 1 << 30;
+
+/// A limit on the bytes read, after decompression, from every file it is handed to: the
+/// readers of one incident share one budget, so a small gzip that expands without end (or
+/// many files that add up) stops with a clear error instead of filling memory.
+#[derive(Debug, Clone)]
+pub struct ReadBudget {
+    limit: u64,
+    used: Arc<AtomicU64>,
+}
+
+impl ReadBudget {
+    /// A budget of `limit_bytes` decompressed bytes.
+    pub fn new(limit_bytes: u64) -> Self {
+        ReadBudget {
+            limit: limit_bytes,
+            used: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The limit, in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The bytes read so far by every reader of this budget.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// The error a reader returns once its budget is spent.
+#[derive(Debug, thiserror::Error)]
+#[error("the telemetry exceeds the limit of {limit} bytes once decompressed")]
+struct OverBudget {
+    limit: u64,
+}
+
+/// A reader that counts what it hands out against a [`ReadBudget`].
+struct Budgeted<R> {
+    inner: R,
+    budget: ReadBudget,
+}
+
+impl<R: Read> Read for Budgeted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let before = self.budget.used.fetch_add(n as u64, Ordering::Relaxed);
+        if before.saturating_add(n as u64) > self.budget.limit {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                OverBudget {
+                    limit: self.budget.limit,
+                },
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// The caller's error when `e` is a spent read budget: the file is not bad, the incident is
+/// larger than allowed, and reading must stop with an error that says which limit to raise.
+pub(crate) fn over_budget(path: &Path, e: &io::Error) -> Option<SourceError> {
+    let over = e.get_ref()?.downcast_ref::<OverBudget>()?;
+    Some(SourceError::InvalidQuery {
+        message: format!(
+            "{}: the incident's telemetry exceeds {} bytes once decompressed; raise the limit \
+             (`--max-telemetry-bytes`, `IncidentOptions::max_telemetry_bytes`) if this much is meant",
+            path.display(),
+            over.limit
+        ),
+    })
+}
+
+/// A CSV reader's error that ends the file: the stream failed (an I/O or gzip error, or the
+/// read budget ran out), so the rows after it cannot be read. `Err` is the budget's error
+/// (reading must stop), `Ok(true)` another stream failure (count it and stop this file),
+/// `Ok(false)` one bad row (count it and go on).
+pub(crate) fn csv_stream_failure(path: &Path, e: &csv::Error) -> Result<bool, SourceError> {
+    match e.kind() {
+        csv::ErrorKind::Io(io) => match over_budget(path, io) {
+            Some(err) => Err(err),
+            None => Ok(true),
+        },
+        _ => Ok(false),
+    }
+}
+
 /// Opens a text file for buffered reading, decompressing it when it is gzip (by the `.gz`
-/// extension or the gzip magic bytes).
+/// extension or the gzip magic bytes). No read budget: see [`open_text_within`].
 pub fn open_text(path: &Path) -> Result<Box<dyn BufRead + Send>, SourceError> {
+    open_text_within(path, None)
+}
+
+/// [`open_text`], counting the decompressed bytes against `budget`: once it is spent, reads
+/// fail with an error the file readers turn into a clear [`SourceError::InvalidQuery`].
+pub fn open_text_within(
+    path: &Path,
+    budget: Option<&ReadBudget>,
+) -> Result<Box<dyn BufRead + Send>, SourceError> {
+    let inner = open_raw(path)?;
+    Ok(match budget {
+        Some(b) => Box::new(BufReader::with_capacity(
+            1 << 16,
+            Budgeted {
+                inner,
+                budget: b.clone(),
+            },
+        )),
+        None => Box::new(BufReader::with_capacity(1 << 16, inner)),
+    })
+}
+
+fn open_raw(path: &Path) -> Result<Box<dyn Read + Send>, SourceError> {
     let unavailable = |e: std::io::Error| SourceError::Unavailable {
         message: format!("cannot open {}: {e}", path.display()),
     };
@@ -18,12 +133,9 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead + Send>, SourceError> {
     let file = File::open(path).map_err(unavailable)?;
     let gz = path.extension().is_some_and(|e| e == "gz") || (n == 2 && magic == [0x1f, 0x8b]);
     if gz {
-        Ok(Box::new(BufReader::with_capacity(
-            1 << 16,
-            flate2::read::MultiGzDecoder::new(file),
-        )))
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(file)))
     } else {
-        Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+        Ok(Box::new(file))
     }
 }
 
@@ -157,5 +269,49 @@ mod tests {
         }
         assert_eq!(stem(&gz), "a");
         assert!(open_text(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_budget_counts_decompressed_bytes_across_files() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        // 1 MiB of zeros compresses to about a kilobyte.
+        let gz = dir.path().join("bomb.log.gz");
+        let mut enc =
+            flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+        enc.write_all(&vec![0u8; 1 << 20]).unwrap();
+        enc.finish().unwrap();
+        assert!(std::fs::metadata(&gz).unwrap().len() < 8 << 10);
+        let budget = ReadBudget::new(100_000);
+        let mut sink = Vec::new();
+        let err = open_text_within(&gz, Some(&budget))
+            .unwrap()
+            .read_to_end(&mut sink)
+            .unwrap_err();
+        let msg = over_budget(&gz, &err).unwrap().to_string();
+        assert!(
+            msg.contains("exceeds 100000 bytes") && msg.contains("bomb.log.gz"),
+            "{msg}"
+        );
+        // What was read stayed near the limit: one buffer past it at most.
+        assert!(sink.len() <= 100_000 + (1 << 16) && budget.used() > 100_000);
+        // The budget is shared: a second small file is refused too, an unbudgeted one is not.
+        let plain = dir.path().join("a.log");
+        std::fs::write(&plain, "x\n").unwrap();
+        let mut out = String::new();
+        assert!(
+            open_text_within(&plain, Some(&budget))
+                .unwrap()
+                .read_to_string(&mut out)
+                .is_err()
+        );
+        let fresh = ReadBudget::new(10);
+        open_text_within(&plain, Some(&fresh))
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!((out.as_str(), fresh.used()), ("x\n", 2));
+        // Any other I/O error is not a budget error.
+        assert!(over_budget(&plain, &io::Error::other("disk")).is_none());
     }
 }

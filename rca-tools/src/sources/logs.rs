@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use rca_core::source::{Level, LogQuery, LogRecord, LogSource, RecordStream};
 use rca_core::{SourceError, Timestamp};
 
-use super::io::{open_text, parse_time, stem};
+use super::io::{ReadBudget, open_text_within, over_budget, parse_time, stem};
 use super::{LoadReport, before_cutoff};
 use crate::logs::LineReader;
 
@@ -52,6 +52,9 @@ pub struct LogOptions {
     /// Lines longer than this many bytes are cut and counted as repaired; `None` is the
     /// miner's default ([`crate::logs::DEFAULT_MAX_LINE_BYTES`]).
     pub max_line_bytes: Option<usize>,
+    /// The decompressed bytes the files may hold together; reading stops with an error once
+    /// it is spent. `None`: no limit.
+    pub budget: Option<ReadBudget>,
 }
 
 const TIME_KEYS: &[&str] = &["timestamp", "time", "ts", "@timestamp", "datetime", "date"];
@@ -97,6 +100,7 @@ impl FileLogSource {
     /// Reads the given files. A file that cannot be opened is an error; a line that cannot
     /// be parsed is counted in [`FileLogSource::report`] and skipped, and a line with invalid
     /// UTF-8, NUL bytes or more than `max_line_bytes` bytes is repaired, kept and counted.
+    /// A spent read budget ([`LogOptions::budget`]) is an error.
     pub fn open<P: AsRef<Path>>(paths: &[P], options: &LogOptions) -> Result<Self, SourceError> {
         let mut report = LoadReport::default();
         let mut records = Vec::new();
@@ -107,7 +111,7 @@ impl FileLogSource {
             let path = path.as_ref();
             let format = options.format.unwrap_or_else(|| LogFormat::from_path(path));
             let component = options.component.clone().unwrap_or_else(|| stem(path));
-            let reader = open_text(path)?;
+            let reader = open_text_within(path, options.budget.as_ref())?;
             report.files += 1;
             match format {
                 LogFormat::Plain => read_plain(
@@ -117,7 +121,7 @@ impl FileLogSource {
                     max_line_bytes,
                     &mut records,
                     &mut report,
-                ),
+                )?,
                 LogFormat::JsonLines => read_json_lines(
                     reader,
                     path,
@@ -125,7 +129,7 @@ impl FileLogSource {
                     max_line_bytes,
                     &mut records,
                     &mut report,
-                ),
+                )?,
             }
         }
         let before = records.len();
@@ -215,14 +219,14 @@ pub fn level_in(message: &str) -> Option<Level> {
 /// Repaired lines of one file: invalid UTF-8 is decoded lossily, NUL bytes become spaces
 /// and over-long lines are cut, each counted as a repaired row, so one bad line never ends
 /// the file. Only a failing stream (a corrupt gzip member, an I/O error) stops it, counted
-/// as a bad row.
+/// as a bad row; a spent read budget is an error.
 fn each_line(
     reader: Box<dyn BufRead + Send>,
     path: &Path,
     max_line_bytes: usize,
     report: &mut LoadReport,
     mut f: impl FnMut(usize, &str, &mut LoadReport),
-) {
+) -> Result<(), SourceError> {
     let mut lines = LineReader::new(reader, max_line_bytes.max(1));
     let mut i = 0usize;
     loop {
@@ -233,6 +237,9 @@ fn each_line(
             }
             Ok(None) => break,
             Err(e) => {
+                if let Some(err) = over_budget(path, &e) {
+                    return Err(err);
+                }
                 report.bad(format!("{}:{}", path.display(), i + 1), e);
                 break;
             }
@@ -254,6 +261,7 @@ fn each_line(
             ));
         }
     }
+    Ok(())
 }
 
 fn read_plain(
@@ -263,7 +271,7 @@ fn read_plain(
     max_line_bytes: usize,
     out: &mut Vec<LogRecord>,
     report: &mut LoadReport,
-) {
+) -> Result<(), SourceError> {
     let mut current: Option<LogRecord> = None;
     each_line(reader, path, max_line_bytes, report, |i, line, report| {
         if line.trim().is_empty() {
@@ -294,10 +302,11 @@ fn read_plain(
                 ),
             },
         }
-    });
+    })?;
     if let Some(r) = current {
         out.push(r);
     }
+    Ok(())
 }
 
 fn read_json_lines(
@@ -307,7 +316,7 @@ fn read_json_lines(
     max_line_bytes: usize,
     out: &mut Vec<LogRecord>,
     report: &mut LoadReport,
-) {
+) -> Result<(), SourceError> {
     each_line(reader, path, max_line_bytes, report, |i, line, report| {
         let loc = || format!("{}:{}", path.display(), i + 1);
         if line.trim().is_empty() {
@@ -328,7 +337,7 @@ fn read_json_lines(
             Ok(r) => out.push(r),
             Err(m) => report.bad(loc(), m),
         }
-    });
+    })
 }
 
 fn as_text(v: &serde_json::Value) -> String {

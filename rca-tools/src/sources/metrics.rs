@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use rca_core::source::{MetricQuery, MetricSample, MetricSource, RecordStream};
 use rca_core::{SourceError, Timestamp};
 
-use super::io::{open_text, parse_time, stem};
+use super::io::{ReadBudget, csv_stream_failure, open_text_within, parse_time, stem};
 use super::{LoadReport, before_cutoff, find_col, norm_col};
 
 /// How a metrics CSV is laid out.
@@ -31,6 +31,9 @@ pub struct MetricOptions {
     pub component: Option<String>,
     /// Drop every sample at or after this instant.
     pub cutoff: Option<Timestamp>,
+    /// The decompressed bytes the files may hold together; reading stops with an error once
+    /// it is spent. `None`: no limit.
+    pub budget: Option<ReadBudget>,
 }
 
 const TIME_COLS: &[&str] = &[
@@ -165,7 +168,7 @@ fn read_file(
     out: &mut Vec<MetricSample>,
     report: &mut LoadReport,
 ) -> Result<(), SourceError> {
-    let reader = open_text(path)?;
+    let reader = open_text_within(path, options.budget.as_ref())?;
     report.files += 1;
     let mut csv = csv::ReaderBuilder::new()
         .flexible(true)
@@ -173,9 +176,12 @@ fn read_file(
         .from_reader(reader);
     let headers: Vec<String> = csv
         .headers()
-        .map_err(|e| SourceError::Malformed {
-            location: path.display().to_string(),
-            message: format!("no CSV header: {e}"),
+        .map_err(|e| match csv_stream_failure(path, &e) {
+            Err(over) => over,
+            Ok(_) => SourceError::Malformed {
+                location: path.display().to_string(),
+                message: format!("no CSV header: {e}"),
+            },
         })?
         .iter()
         .map(str::to_string)
@@ -184,6 +190,7 @@ fn read_file(
     let first = match rows.next() {
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => {
+            csv_stream_failure(path, &e)?;
             report.bad(format!("{}:2", path.display()), e);
             None
         }
@@ -228,7 +235,11 @@ fn read_file(
         let row = match row {
             Ok(r) => r,
             Err(e) => {
+                let ends = csv_stream_failure(path, &e)?;
                 report.bad(loc(), e);
+                if ends {
+                    break;
+                }
                 continue;
             }
         };

@@ -12,7 +12,7 @@ mod logs;
 mod metrics;
 mod traces;
 
-pub use io::{open_text, parse_time};
+pub use io::{DEFAULT_MAX_TELEMETRY_BYTES, ReadBudget, open_text, open_text_within, parse_time};
 pub use logs::{FileLogSource, LogFormat, LogOptions, level_in};
 pub use metrics::{FileMetricSource, MetricLayout, MetricOptions};
 pub use traces::{FileTraceSource, SpanFormat};

@@ -10,7 +10,7 @@ use rca_core::source::{RecordStream, Span, TraceQuery, TraceSource};
 use rca_core::{SourceError, Timestamp};
 use serde_json::Value;
 
-use super::io::{open_text, parse_time};
+use super::io::{ReadBudget, csv_stream_failure, open_text_within, over_budget, parse_time};
 use super::{LoadReport, before_cutoff, find_col};
 
 /// How a span file is written.
@@ -69,11 +69,22 @@ impl FileTraceSource {
         format: Option<SpanFormat>,
         cutoff: Option<Timestamp>,
     ) -> Result<Self, SourceError> {
+        FileTraceSource::open_within(paths, format, cutoff, None)
+    }
+
+    /// [`FileTraceSource::open`] within a read budget shared by the files: once the
+    /// decompressed bytes exceed it, reading stops with an error.
+    pub fn open_within<P: AsRef<Path>>(
+        paths: &[P],
+        format: Option<SpanFormat>,
+        cutoff: Option<Timestamp>,
+        budget: Option<&ReadBudget>,
+    ) -> Result<Self, SourceError> {
         let mut report = LoadReport::default();
         let mut spans = Vec::new();
         for path in paths {
             let path = path.as_ref();
-            let reader = open_text(path)?;
+            let reader = open_text_within(path, budget)?;
             report.files += 1;
             match format.unwrap_or_else(|| SpanFormat::from_path(path)) {
                 SpanFormat::Csv => read_csv(reader, path, &mut spans, &mut report)?,
@@ -150,7 +161,10 @@ fn read_csv(
         .from_reader(reader);
     let headers: Vec<String> = csv
         .headers()
-        .map_err(|e| malformed(format!("no CSV header: {e}")))?
+        .map_err(|e| match csv_stream_failure(path, &e) {
+            Err(over) => over,
+            Ok(_) => malformed(format!("no CSV header: {e}")),
+        })?
         .iter()
         .map(str::to_string)
         .collect();
@@ -197,7 +211,11 @@ fn read_csv(
         let row = match row {
             Ok(r) => r,
             Err(e) => {
+                let ends = csv_stream_failure(path, &e)?;
                 report.bad(loc(), e);
+                if ends {
+                    break;
+                }
                 continue;
             }
         };
@@ -258,12 +276,12 @@ fn read_otlp(
     report: &mut LoadReport,
 ) -> Result<(), SourceError> {
     let mut text = String::new();
-    reader
-        .read_to_string(&mut text)
-        .map_err(|e| SourceError::Malformed {
+    reader.read_to_string(&mut text).map_err(|e| {
+        over_budget(path, &e).unwrap_or_else(|| SourceError::Malformed {
             location: path.display().to_string(),
             message: format!("cannot read: {e}"),
-        })?;
+        })
+    })?;
     // Either one JSON document, or one document per line (the collector's file exporter).
     match serde_json::from_str::<Value>(&text) {
         Ok(doc) => otlp_document(&doc, &path.display().to_string(), out, report),
