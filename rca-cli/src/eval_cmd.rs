@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use rca_eval::loghub::crossval::{default_grid, leave_one_out};
+use rca_eval::loghub::crossval::{default_grid, leave_one_out_observed};
 use rca_eval::loghub::{LoghubReport, default_config, load_folder, parse_formats};
 
 /// Evaluations on benchmark datasets.
@@ -31,7 +31,7 @@ struct LoghubArgs {
     #[arg(long)]
     formats: PathBuf,
     /// Mining threads.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::numbers::at_least_one())]
     threads: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -58,15 +58,32 @@ fn loghub(a: LoghubArgs) -> Result<()> {
         .with_context(|| format!("cannot read {}", a.formats.display()))?;
     let formats = parse_formats(&table)?;
     let config = default_config();
-    let threads = a.threads.max(1);
+    let threads = a.threads;
     let (systems, missing) = load_folder(&a.dir, &formats)?;
+    anyhow::ensure!(
+        !systems.is_empty(),
+        "no system of the formats table has its log and labels in {} \
+         (expected <DIR>/<S>/<S>_2k.log and <S>_2k.log_structured.csv; missing: {})",
+        a.dir.display(),
+        if missing.is_empty() {
+            "-".to_string()
+        } else {
+            missing.join(", ")
+        }
+    );
     let scores = systems
         .iter()
         .map(|s| s.score(&config, threads))
         .collect::<Result<Vec<_>, _>>()?;
     let report = LoghubReport::new(scores, missing);
     let cv = if a.leave_one_out {
-        Some(leave_one_out(&systems, &default_grid(), threads)?)
+        let grid = default_grid();
+        let bar = crate::progress::Progress::bar(grid.len() as u64, "leave one out");
+        let cv = leave_one_out_observed(&systems, &grid, threads, &|done, total| {
+            bar.set_position(done as u64, total as u64);
+        })?;
+        bar.finish();
+        Some(cv)
     } else {
         None
     };

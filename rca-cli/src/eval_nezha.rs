@@ -2,7 +2,6 @@
 //! score AS@k, fault types and onsets, under the alert or the fault-time protocol, optionally
 //! cross-validated.
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -97,21 +96,10 @@ pub fn run(args: NezhaArgs) -> Result<()> {
         eprintln!("wrote {}", out.display());
         return Ok(());
     }
-    let tty = std::io::stderr().is_terminal();
+    let bar = crate::progress::Progress::bar(0, "nezha");
     let mut progress = |done: usize, total: usize, id: &str| {
-        if tty {
-            let width = 30;
-            let filled = done * width / total.max(1);
-            eprint!(
-                "\r[{}{}] {done}/{total} {id}   ",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            let _ = std::io::stderr().flush();
-            if done == total {
-                eprintln!();
-            }
-        }
+        bar.set_message(id);
+        bar.set_position(done as u64, total as u64);
     };
     let options = nezha::EvalOptions {
         case: args.case_options(),

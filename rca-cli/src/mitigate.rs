@@ -9,7 +9,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use clap::{Args, Subcommand, ValueEnum};
 use rca_agents::stratus::agents::{PolicyDetector, PolicyDiagnoser};
-use rca_agents::stratus::bench::{BenchConfig, Odds, StochasticMitigator, run_bench};
+use rca_agents::stratus::bench::{BenchConfig, Odds, StochasticMitigator, run_bench_observed};
 use rca_agents::stratus::severity::{SeverityWeights, mu_text};
 use rca_agents::stratus::{
     Approver, Outcome, Proposal, SCENARIOS, SimEnvironment, Stratus, Tnr, TnrConfig, oracle,
@@ -35,10 +35,10 @@ pub struct MitigateArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Attempts before giving up.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::numbers::at_least_one())]
     max_attempts: usize,
     /// K: most commands per transaction.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::numbers::at_least_one())]
     max_commands: usize,
     /// Dry-run every transaction on a copy of the state first.
     #[arg(long)]
@@ -47,13 +47,13 @@ pub struct MitigateArgs {
     #[arg(long)]
     approve: bool,
     /// Severity weight of each alert.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::numbers::non_negative)]
     w_alerts: f64,
     /// Severity weight of each SLA violation.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = crate::numbers::non_negative)]
     w_sla: f64,
     /// Severity weight of each lost replica unit.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::numbers::non_negative)]
     w_capacity: f64,
     /// Print the full run report as JSON.
     #[arg(long)]
@@ -77,10 +77,10 @@ enum MitigateCommand {
 #[derive(Debug, Args)]
 struct BenchArgs {
     /// Seeds per scenario.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = crate::numbers::at_least_one_u64())]
     seeds: u64,
     /// Attempts per run.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::numbers::at_least_one())]
     max_attempts: usize,
     /// Print the summary JSON.
     #[arg(long)]
@@ -264,7 +264,10 @@ async fn bench(b: BenchArgs) -> anyhow::Result<()> {
         max_attempts: b.max_attempts,
         ..BenchConfig::default()
     };
-    let report = run_bench(&config).await?;
+    let progress = crate::progress::Progress::bar(0, "mitigate bench");
+    let report =
+        run_bench_observed(&config, |done, total| progress.set_position(done, total)).await?;
+    progress.finish();
     if b.json {
         println!("{}", serde_json::to_string(&report.summary())?);
     } else {

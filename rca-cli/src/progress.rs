@@ -60,6 +60,12 @@ impl Progress {
         self.bar.inc(n);
     }
 
+    /// Sets where the work stands when the caller counts it itself: `done` of `total` steps.
+    pub fn set_position(&self, done: u64, total: u64) {
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+    }
+
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
@@ -77,6 +83,8 @@ mod tests {
         p.set_message("step");
         p.inc(2);
         assert_eq!(p.bar.position(), 2);
+        p.set_position(5, 9);
+        assert_eq!((p.bar.position(), p.bar.length()), (5, Some(9)));
         p.finish();
     }
 

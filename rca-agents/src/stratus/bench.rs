@@ -418,8 +418,20 @@ fn aggregate(mode: Mode, runs: &[RunOutcome], horizon: usize) -> ModeResult {
 
 /// Runs every scenario x `config.seeds` seeds in every mode.
 pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport, StratusError> {
+    run_bench_observed(config, |_, _| {}).await
+}
+
+/// [`run_bench`], telling `progress(done, total)` after each seeded run (a CLI draws a bar
+/// from it: a large `seeds` runs for a long time).
+pub async fn run_bench_observed(
+    config: &BenchConfig,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<BenchReport, StratusError> {
+    const MODES: [Mode; 3] = [Mode::Tnr, Mode::RetryNoUndo, Mode::NoRetry];
+    let total = (MODES.len() * SCENARIOS.len()) as u64 * config.seeds;
+    let mut done = 0u64;
     let mut modes = Vec::new();
-    for mode in [Mode::Tnr, Mode::RetryNoUndo, Mode::NoRetry] {
+    for mode in MODES {
         let mut runs = Vec::new();
         let mut per_scenario = Vec::new();
         for (i, s) in SCENARIOS.iter().enumerate() {
@@ -428,6 +440,8 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport, StratusError
                 let r = run_one(s, i, seed, mode, config).await?;
                 ok += usize::from(r.success);
                 runs.push(r);
+                done += 1;
+                progress(done, total);
             }
             per_scenario.push((s.name.to_string(), ok as f64 / config.seeds.max(1) as f64));
         }

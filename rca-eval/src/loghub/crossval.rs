@@ -136,13 +136,24 @@ pub fn leave_one_out(
     grid: &[MinerConfig],
     threads: usize,
 ) -> Result<CrossValidation, LoghubError> {
+    leave_one_out_observed(systems, grid, threads, &|_, _| {})
+}
+
+/// [`leave_one_out`], telling `progress(done, total)` after each configuration of the grid is
+/// scored on every system (from the scoring threads; a CLI draws a bar from it).
+pub fn leave_one_out_observed(
+    systems: &[SystemData],
+    grid: &[MinerConfig],
+    threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<CrossValidation, LoghubError> {
     if grid.is_empty() {
         return Err(LoghubError::Data {
             path: "grid".into(),
             message: "the parameter grid is empty".into(),
         });
     }
-    let scores = score_grid(systems, grid, threads)?;
+    let scores = score_grid(systems, grid, threads, progress)?;
     let (all, _) = best(&scores, |_| true);
     let mut folds = Vec::new();
     let mut held_out = Vec::new();
@@ -171,12 +182,17 @@ fn score_grid(
     systems: &[SystemData],
     grid: &[MinerConfig],
     threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<Vec<SystemScore>>, LoghubError> {
+    let done = std::sync::atomic::AtomicUsize::new(0);
     let row = |c: &MinerConfig| {
-        systems
+        let scored = systems
             .iter()
             .map(|s| s.score(c, 1))
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<Vec<_>, _>>();
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress(n, grid.len());
+        scored
     };
     let workers = threads.clamp(1, grid.len().max(1));
     if workers == 1 {
@@ -322,7 +338,14 @@ mod tests {
             five_users("b", true),
             five_users("c", false),
         ];
-        let cv = leave_one_out(&systems, &grid, 1).unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let cv = leave_one_out_observed(&systems, &grid, 1, &|d, t| {
+            seen.lock().unwrap().push((d, t));
+        })
+        .unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.last(), Some(&(grid.len(), grid.len())));
+        assert_eq!(seen.len(), grid.len());
         assert_eq!(cv.candidates, 2);
         assert_eq!(cv.chosen_on_all.0, 0);
         assert_eq!(cv.in_sample.systems[2].original.ga, 0.0);
