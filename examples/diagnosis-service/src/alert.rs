@@ -119,7 +119,7 @@ impl WebhookPayload {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A notification in the shape Alertmanager documents for `webhook_config`.

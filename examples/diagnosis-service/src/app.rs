@@ -1,5 +1,10 @@
 //! The HTTP surface: `POST /alerts`, `GET /reports`, `GET /reports/{id}`, `GET /healthz`.
+//!
+//! `POST /alerts` answers once the notification's new alerts are safely in the inbox (202),
+//! not when they are diagnosed; `?wait=SECONDS` waits (up to `max_wait_seconds`) for their
+//! reports and returns them (200, or 202 if some are still running).
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,17 +12,18 @@ use std::time::Duration;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::alert::WebhookPayload;
 use crate::diagnosis::{Diagnoser, DiagnosisError};
+use crate::inbox::{Admission, Entry, Inbox, Progress};
 use crate::store::{ReportStore, StoreError};
 
 /// Shared state of the handlers.
@@ -25,23 +31,26 @@ use crate::store::{ReportStore, StoreError};
 pub struct AppState {
     diagnoser: Arc<Diagnoser>,
     store: ReportStore,
-    permits: Arc<Semaphore>,
+    inbox: Inbox,
     retry_after: Duration,
+    max_wait: Duration,
 }
 
 impl AppState {
-    /// State over a diagnoser and a store, allowing `max_concurrent` diagnoses at once.
+    /// State over a diagnoser, a store and the inbox its workers drain.
     pub fn new(
-        diagnoser: Diagnoser,
+        diagnoser: Arc<Diagnoser>,
         store: ReportStore,
-        max_concurrent: usize,
+        inbox: Inbox,
         retry_after: Duration,
+        max_wait: Duration,
     ) -> Self {
         AppState {
-            diagnoser: Arc::new(diagnoser),
+            diagnoser,
             store,
-            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            inbox,
             retry_after,
+            max_wait,
         }
     }
 }
@@ -50,6 +59,15 @@ impl AppState {
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = json!({"error": {"status": status.as_u16(), "message": message.into()}});
     (status, Json(body)).into_response()
+}
+
+/// An error response the sender should retry after `retry_after`.
+fn retry_later(status: StatusCode, message: impl Into<String>, retry_after: Duration) -> Response {
+    let mut response = error(status, message);
+    if let Ok(v) = HeaderValue::from_str(&retry_after.as_secs().max(1).to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
 }
 
 /// The router; `max_body_bytes` bounds request bodies (413 beyond it).
@@ -63,11 +81,26 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .with_state(state)
 }
 
-async fn receive(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+/// `POST /alerts` parameters.
+#[derive(Debug, Deserialize)]
+struct ReceiveParams {
+    /// Seconds to wait for the reports.
+    wait: Option<u64>,
+}
+
+async fn receive(
+    State(state): State<AppState>,
+    params: Result<Query<ReceiveParams>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let body = match body {
         Ok(b) => b,
         // Over the size limit (413) or an unreadable body: the rejection knows the status.
         Err(rejection) => return error(rejection.status(), rejection.body_text()),
+    };
+    let wait = match params {
+        Ok(Query(p)) => p.wait.map(|s| Duration::from_secs(s).min(state.max_wait)),
+        Err(rejection) => return error(StatusCode::BAD_REQUEST, rejection.body_text()),
     };
     let payload = match WebhookPayload::parse(&body) {
         Ok(p) => p,
@@ -76,30 +109,22 @@ async fn receive(State(state): State<AppState>, body: Result<Bytes, BytesRejecti
         }
         Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
-    // Bounded concurrency: refuse rather than queue without end.
-    let Ok(_permit) = state.permits.clone().try_acquire_owned() else {
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many diagnoses in progress; retry later",
-        );
-        if let Ok(v) = HeaderValue::from_str(&state.retry_after.as_secs().max(1).to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return response;
-    };
-    let mut reports = Vec::new();
+    // Every firing alert gets its report id; one bad alert refuses the notification whole.
+    // The inbox keeps the alerts redacted, as the reports are.
+    let redacted = state.diagnoser.redact_payload(&payload);
+    let mut entries = Vec::new();
+    let mut seen = HashSet::new();
     let mut skipped = Vec::new();
-    for alert in &payload.alerts {
+    for (alert, kept) in payload.alerts.iter().zip(&redacted.alerts) {
         if !alert.is_firing() {
             skipped.push(json!({"alert": alert.name(), "reason": "resolved"}));
             continue;
         }
-        match state.diagnoser.diagnose(&payload, alert).await {
-            Ok(report) => {
-                if let Err(e) = state.store.put(&report).await {
-                    return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        match state.diagnoser.incident(&payload, alert) {
+            Ok((id, _, _)) => {
+                if seen.insert(id.clone()) {
+                    entries.push(Entry::new(id, &redacted, kept));
                 }
-                reports.push(report);
             }
             Err(e @ DiagnosisError::BadAlert { .. }) => {
                 return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
@@ -107,11 +132,55 @@ async fn receive(State(state): State<AppState>, body: Result<Bytes, BytesRejecti
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
-    (
-        StatusCode::OK,
-        Json(json!({"reports": reports, "skipped": skipped})),
-    )
-        .into_response()
+    let (accepted, duplicates) = match state.inbox.admit(entries, &state.store).await {
+        Ok(Admission::Queued {
+            accepted,
+            duplicates,
+        }) => (accepted, duplicates),
+        Ok(Admission::Full { capacity }) => {
+            return retry_later(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("{capacity} alerts are waiting for diagnosis; retry later"),
+                state.retry_after,
+            );
+        }
+        Err(e) => {
+            return retry_later(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the alert could not be stored for diagnosis: {e}"),
+                state.retry_after,
+            );
+        }
+    };
+    let mut body = json!({"accepted": accepted, "duplicates": duplicates, "skipped": skipped});
+    let Some(wait) = wait else {
+        return (StatusCode::ACCEPTED, Json(body)).into_response();
+    };
+    let ids: Vec<String> = accepted.iter().chain(&duplicates).cloned().collect();
+    let done = state.inbox.wait_for(&ids, wait).await;
+    let mut reports = Vec::new();
+    let mut failed = Vec::new();
+    for id in &ids {
+        match state.store.get(id).await {
+            Ok(report) => reports.push(report),
+            Err(e) => {
+                let why = match state.inbox.progress(id).await {
+                    Progress::Pending => "still waiting or running".to_string(),
+                    Progress::Failed(message) => format!("the diagnosis failed: {message}"),
+                    Progress::Unknown => e.to_string(),
+                };
+                failed.push(json!({"id": id, "error": why}));
+            }
+        }
+    }
+    body["reports"] = json!(reports);
+    body["unfinished"] = json!(failed);
+    let status = if done && failed.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    (status, Json(body)).into_response()
 }
 
 async fn list(State(state): State<AppState>) -> Response {
@@ -124,7 +193,18 @@ async fn list(State(state): State<AppState>) -> Response {
 async fn fetch(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     match state.store.get(&id).await {
         Ok(report) => Json(report).into_response(),
-        Err(e @ StoreError::NotFound(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ StoreError::NotFound(_)) => match state.inbox.progress(&id).await {
+            Progress::Pending => (
+                StatusCode::ACCEPTED,
+                Json(json!({"id": id, "status": "pending"})),
+            )
+                .into_response(),
+            Progress::Failed(message) => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the diagnosis of {id} failed: {message}"),
+            ),
+            Progress::Unknown => error(StatusCode::NOT_FOUND, e.to_string()),
+        },
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

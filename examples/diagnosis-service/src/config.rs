@@ -56,13 +56,20 @@ pub struct ServiceConfig {
     /// values are components).
     #[serde(default = "default_component_label")]
     pub component_label: String,
-    /// How many diagnoses may run at once; further requests get 503 and `Retry-After`.
+    /// How many diagnoses run at once (the number of workers).
     #[serde(default = "default_max_concurrent")]
     pub max_concurrent: usize,
+    /// How many accepted alerts may wait or be diagnosed at once; a notification with new
+    /// alerts beyond it gets 429 and `Retry-After`, and nothing of it is accepted.
+    #[serde(default = "default_max_queued")]
+    pub max_queued: usize,
+    /// The longest a `POST /alerts?wait=SECONDS` waits for its reports, in seconds.
+    #[serde(default = "default_max_wait")]
+    pub max_wait_seconds: u64,
     /// The largest request body accepted, in bytes; larger bodies get 413.
     #[serde(default = "default_max_body")]
     pub max_body_bytes: usize,
-    /// The `Retry-After` sent with 503, in seconds.
+    /// The `Retry-After` sent with 429 and 503, in seconds.
     #[serde(default = "default_retry_after")]
     pub retry_after_seconds: u64,
     /// The telemetry to diagnose over.
@@ -114,6 +121,12 @@ fn default_component_label() -> String {
 fn default_max_concurrent() -> usize {
     4
 }
+fn default_max_queued() -> usize {
+    256
+}
+fn default_max_wait() -> u64 {
+    60
+}
 fn default_max_body() -> usize {
     1 << 20
 }
@@ -132,6 +145,8 @@ impl ServiceConfig {
             min_modalities: default_min_modalities(),
             component_label: default_component_label(),
             max_concurrent: default_max_concurrent(),
+            max_queued: default_max_queued(),
+            max_wait_seconds: default_max_wait(),
             max_body_bytes: default_max_body(),
             retry_after_seconds: default_retry_after(),
             data: DataConfig::default(),
@@ -167,6 +182,12 @@ impl ServiceConfig {
 
     /// Checks the values; the message names the key and the fix.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_limits()?;
+        self.validate_data()
+    }
+
+    /// Checks every value but `[data]` (for a host that opens its own [`Sources`]).
+    pub fn validate_limits(&self) -> Result<(), String> {
         if self.lookback_minutes <= 0 {
             return Err("`lookback_minutes` must be positive, e.g. 60".into());
         }
@@ -179,12 +200,22 @@ impl ServiceConfig {
         if self.max_concurrent == 0 {
             return Err("`max_concurrent` must be at least 1".into());
         }
+        if self.max_queued < self.max_concurrent {
+            return Err(format!(
+                "`max_queued` = {} must be at least `max_concurrent` ({})",
+                self.max_queued, self.max_concurrent
+            ));
+        }
         if self.max_body_bytes < 1024 {
             return Err("`max_body_bytes` must be at least 1024".into());
         }
         if self.component_label.trim().is_empty() {
             return Err("`component_label` must name an alert label, e.g. \"service\"".into());
         }
+        Ok(())
+    }
+
+    fn validate_data(&self) -> Result<(), String> {
         let d = &self.data;
         if d.incident_dir.is_none()
             && d.logs.is_empty()

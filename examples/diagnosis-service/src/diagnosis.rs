@@ -70,6 +70,12 @@ pub struct StoredReport {
     pub trajectory: Trajectory,
     /// Caller -> callee edges of the service graph.
     pub service_graph: Vec<(String, String)>,
+    /// When the service accepted the alert (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_at_ms: Option<i64>,
+    /// When the report was finished (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_at_ms: Option<i64>,
 }
 
 /// The stored report format this build writes and reads.
@@ -117,6 +123,16 @@ impl Diagnoser {
             component_label: config.component_label.clone(),
             redactor,
         }
+    }
+
+    /// `payload` with every string redacted (what the inbox keeps on disk). A payload that
+    /// would not read back after redaction is kept as it was.
+    pub fn redact_payload(&self, payload: &WebhookPayload) -> WebhookPayload {
+        let Ok(mut value) = serde_json::to_value(payload) else {
+            return payload.clone();
+        };
+        self.redactor.redact_json(&mut value);
+        serde_json::from_value(value).unwrap_or_else(|_| payload.clone())
     }
 
     /// The incident an alert describes: detected at `startsAt`, over the lookback before it.
@@ -249,6 +265,8 @@ impl Diagnoser {
             report: run.report,
             evidence: run.evidence,
             service_graph: self.sources.topology.clone(),
+            received_at_ms: None,
+            reported_at_ms: None,
         };
         // Redact through JSON so every string field is covered.
         let mut value = serde_json::to_value(&stored).map_err(|e| failed(e.to_string()))?;

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use example_diagnosis_service::{ServiceConfig, Sources, app, serve, shutdown_signal};
+use std::time::Duration;
+
+use example_diagnosis_service::{Service, ServiceConfig, Sources, serve, shutdown_signal};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -25,6 +27,19 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let service = match Service::start(&config, sources).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if service.recovered() > 0 {
+        eprintln!(
+            "{} accepted alerts from an earlier run are queued again",
+            service.recovered()
+        );
+    }
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -35,7 +50,10 @@ async fn main() -> ExitCode {
     if let Ok(addr) = listener.local_addr() {
         eprintln!("listening on http://{addr} (POST /alerts, GET /reports/{{id}})");
     }
-    match serve(listener, app(&config, sources), shutdown_signal()).await {
+    let served = serve(listener, service.router(), shutdown_signal()).await;
+    // Diagnoses in progress get a grace period; what waits stays in the inbox.
+    service.stop(Duration::from_secs(30)).await;
+    match served {
         Ok(()) => {
             eprintln!("stopped");
             ExitCode::SUCCESS

@@ -1,4 +1,5 @@
-//! Stored reports: one JSON file per report, written atomically (temp file, then rename).
+//! Stored reports: one JSON file per report, written atomically and durably (a synced temp
+//! file, renamed).
 
 use std::path::{Path, PathBuf};
 
@@ -64,14 +65,16 @@ impl ReportStore {
             message: e.to_string(),
         })?;
         tokio::fs::create_dir_all(&self.dir).await.map_err(io)?;
-        let tmp = self.dir.join(format!(
-            ".{}.{}.tmp",
-            sanitize(&report.id),
-            std::process::id()
-        ));
-        tokio::fs::write(&tmp, text).await.map_err(io)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(io)?;
+        // Synced before the caller removes the alert from its inbox.
+        crate::inbox::write_durably(&path, &text)
+            .await
+            .map_err(io)?;
         Ok(path)
+    }
+
+    /// Whether a report with this id is stored.
+    pub async fn exists(&self, id: &str) -> bool {
+        tokio::fs::try_exists(self.path(id)).await.unwrap_or(false)
     }
 
     /// Reads a report; an unknown format version is an error, never a misread.

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use example_diagnosis_service::{ServiceConfig, Sources, app, serve};
-use rca_core::source::{LogQuery, LogRecord, LogSource, MetricSample, RecordStream};
+use example_diagnosis_service::load::{LoadPlan, run_load, synthetic_sources};
+use example_diagnosis_service::{Service, ServiceConfig, Sources, serve};
+use rca_core::source::{LogQuery, LogRecord, LogSource, RecordStream};
 use rca_core::{SourceError, Timestamp};
-use rca_tools::sources::{FileLogSource, FileMetricSource};
 use tokio::sync::{Notify, Semaphore, oneshot};
 
 const START: &str = "2024-05-01T10:15:00Z";
@@ -19,59 +19,14 @@ fn t(min_before: i64) -> Timestamp {
         .offset_millis(-min_before * 60_000)
 }
 
-/// Metrics for web and db over the hour before the alert: db's latency and CPU jump in the
-/// last ten minutes; logs: db starts failing in the same minutes.
-fn telemetry() -> (FileMetricSource, FileLogSource) {
-    let mut samples = Vec::new();
-    let mut logs = Vec::new();
-    for m in (1..=60).rev() {
-        let hot = m <= 8;
-        for (component, metric, calm, bad) in [
-            ("db", "cpu_usage", 0.30, 0.95),
-            ("db", "latency_p90", 20.0, 900.0),
-            ("web", "cpu_usage", 0.40, 0.41),
-        ] {
-            let wobble = ((m * 7) % 5) as f64 * 0.01 * calm;
-            samples.push(MetricSample {
-                timestamp: t(m),
-                component: component.into(),
-                metric: metric.into(),
-                value: if hot && component == "db" {
-                    bad
-                } else {
-                    calm + wobble
-                },
-                labels: Default::default(),
-            });
-        }
-        logs.push(LogRecord {
-            timestamp: t(m),
-            component: "web".into(),
-            level: Some(rca_core::source::Level::Info),
-            message: format!("GET /checkout 200 in {} ms", 20 + m % 3),
-            attributes: Default::default(),
-        });
-        if hot {
-            for _ in 0..5 {
-                logs.push(LogRecord {
-                    timestamp: t(m),
-                    component: "db".into(),
-                    level: Some(rca_core::source::Level::Error),
-                    message: "connection pool exhausted, waited 5000 ms".into(),
-                    attributes: Default::default(),
-                });
-            }
-        }
-    }
-    (
-        FileMetricSource::from_samples(samples, None),
-        FileLogSource::from_records(logs, None),
-    )
+/// The load module's synthetic telemetry (db goes bad in the last eight minutes before START).
+fn telemetry() -> Sources {
+    synthetic_sources(t(0))
 }
 
 /// A log source the test holds back: each query announces itself and waits for a permit.
 struct GatedLogs {
-    inner: FileLogSource,
+    inner: Arc<dyn LogSource>,
     entered: Arc<Notify>,
     gate: Arc<Semaphore>,
 }
@@ -92,42 +47,60 @@ struct Server {
     base: String,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
-    _store: tempfile::TempDir,
+    service: Option<Service>,
+    store: Arc<tempfile::TempDir>,
 }
 
-async fn start(max_concurrent: usize, logs: Option<Arc<dyn LogSource>>) -> Server {
-    let store = tempfile::tempdir().unwrap();
+fn config(store: &tempfile::TempDir, max_concurrent: usize, max_queued: usize) -> ServiceConfig {
     let mut config = ServiceConfig::new(store.path());
     config.max_concurrent = max_concurrent;
+    config.max_queued = max_queued;
     config.max_body_bytes = 64 * 1024;
     config.retry_after_seconds = 7;
-    let (metrics, file_logs) = telemetry();
-    let sources = Sources {
-        metrics: Some(Arc::new(metrics)),
-        logs: Some(logs.unwrap_or_else(|| Arc::new(file_logs))),
-        topology: vec![("web".into(), "db".into())],
-        ..Sources::default()
-    };
+    config
+}
+
+/// The service over the synthetic telemetry (its logs replaced by `logs` when given), storing
+/// in `store` (a new folder when `None`).
+async fn start(
+    max_concurrent: usize,
+    max_queued: usize,
+    logs: Option<Arc<dyn LogSource>>,
+    store: Option<Arc<tempfile::TempDir>>,
+) -> Server {
+    let store = store.unwrap_or_else(|| Arc::new(tempfile::tempdir().unwrap()));
+    let mut sources = telemetry();
+    if let Some(logs) = logs {
+        sources.logs = Some(logs);
+    }
+    let service = Service::start(&config(&store, max_concurrent, max_queued), sources)
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, app(&config, sources), async move {
+    let task = tokio::spawn(serve(listener, service.router(), async move {
         let _ = stopped.await;
     }));
     Server {
         base,
         stop: Some(stop),
         task,
-        _store: store,
+        service: Some(service),
+        store,
     }
 }
 
 fn payload(version: &str, alerts: usize) -> String {
+    payload_with(version, alerts, "5f2c9a01d3e4b6a7")
+}
+
+fn payload_with(version: &str, alerts: usize, fingerprint: &str) -> String {
     let alert = format!(
         r#"{{"status":"firing","labels":{{"alertname":"HighLatency","service":"web","severity":"page"}},
             "annotations":{{"summary":"p99 above 2 s","description":"dashboard http://admin:s3cr3tpw@grafana.internal/d/1"}},
             "startsAt":"{START}","endsAt":"0001-01-01T00:00:00Z",
-            "generatorURL":"http://prometheus:9090/graph","fingerprint":"5f2c9a01d3e4b6a7"}}"#
+            "generatorURL":"http://prometheus:9090/graph","fingerprint":"{fingerprint}"}}"#
     );
     let resolved = r#"{"status":"resolved","labels":{"alertname":"DiskFull","service":"db"},"annotations":{},
         "startsAt":"2024-05-01T09:00:00Z","endsAt":"2024-05-01T09:05:00Z","fingerprint":"77"}"#;
@@ -145,8 +118,12 @@ fn payload(version: &str, alerts: usize) -> String {
 }
 
 async fn post(base: &str, body: String) -> reqwest::Response {
+    post_to(&format!("{base}/alerts?wait=30"), body).await
+}
+
+async fn post_to(url: &str, body: String) -> reqwest::Response {
     reqwest::Client::new()
-        .post(format!("{base}/alerts"))
+        .post(url)
         .header("content-type", "application/json")
         .body(body)
         .send()
@@ -156,7 +133,7 @@ async fn post(base: &str, body: String) -> reqwest::Response {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diagnoses_stores_and_serves_reports() {
-    let server = start(2, None).await;
+    let server = start(2, 8, None, None).await;
     let response = post(&server.base, payload("4", 1)).await;
     assert_eq!(response.status(), 200);
     let body: serde_json::Value = response.json().await.unwrap();
@@ -197,13 +174,28 @@ async fn diagnoses_stores_and_serves_reports() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
-    let on_disk = std::fs::read_to_string(server._store.path().join(format!("{id}.json"))).unwrap();
+    let on_disk = std::fs::read_to_string(server.store.path().join(format!("{id}.json"))).unwrap();
     assert!(!on_disk.contains("s3cr3tpw"));
+    assert!(report["received_at_ms"].as_i64() <= report["reported_at_ms"].as_i64());
+
+    // The same alert again is grouped with the first: no second diagnosis, the same report.
+    let again = post_to(&format!("{}/alerts", server.base), payload("4", 1)).await;
+    assert_eq!(again.status(), 202);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["accepted"], serde_json::json!([]));
+    assert_eq!(again["duplicates"], serde_json::json!([id]));
+    let listed: serde_json::Value = reqwest::get(format!("{}/reports", server.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["reports"], serde_json::json!([id]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_payloads_get_clear_json_errors() {
-    let server = start(2, None).await;
+    let server = start(2, 8, None, None).await;
     for (body, status, needle) in [
         (
             "{\"version\": \"4\", ".to_string(),
@@ -224,26 +216,43 @@ async fn bad_payloads_get_clear_json_errors() {
     }
 }
 
+/// The inbox is bounded: past it a notification with new alerts gets 429 and `Retry-After`
+/// and nothing of it is accepted, while a repeat of a waiting alert is grouped; `GET` says
+/// pending; shutdown lets a waiting request finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saturation_is_503_and_shutdown_finishes_in_flight_requests() {
+async fn a_full_inbox_is_429_and_shutdown_finishes_in_flight_requests() {
     let entered = Arc::new(Notify::new());
     let gate = Arc::new(Semaphore::new(0));
     let logs = GatedLogs {
-        inner: telemetry().1,
+        inner: telemetry().logs.unwrap(),
         entered: entered.clone(),
         gate: gate.clone(),
     };
-    let mut server = start(1, Some(Arc::new(logs))).await;
+    let mut server = start(1, 2, Some(Arc::new(logs)), None).await;
     let base = server.base.clone();
+    // The first alert is being diagnosed (held at its log query), the second waits.
     let in_flight = tokio::spawn(async move { post(&base, payload("4", 1)).await });
     entered.notified().await;
+    let url = format!("{}/alerts", server.base);
+    let second = post_to(&url, payload_with("4", 1, "second")).await;
+    assert_eq!(second.status(), 202);
+    let second: serde_json::Value = second.json().await.unwrap();
+    let waiting = second["accepted"][0].as_str().unwrap().to_string();
+    let pending = reqwest::get(format!("{}/reports/{waiting}", server.base))
+        .await
+        .unwrap();
+    assert_eq!(pending.status(), 202);
 
-    // The one permit is taken: the next request is refused at once.
-    let refused = post(&server.base, payload("4", 1)).await;
-    assert_eq!(refused.status(), 503);
+    // Two alerts wait or run: a third is refused, a repeat of the second is grouped.
+    let refused = post_to(&url, payload_with("4", 1, "third")).await;
+    assert_eq!(refused.status(), 429);
     assert_eq!(refused.headers()["retry-after"], "7");
+    let repeat = post_to(&url, payload_with("4", 1, "second")).await;
+    assert_eq!(repeat.status(), 202);
+    let repeat: serde_json::Value = repeat.json().await.unwrap();
+    assert_eq!(repeat["duplicates"], serde_json::json!([waiting]));
 
-    // Shut down while the first request is still diagnosing, then let it go on.
+    // Shut down while the first request still waits for its report, then let it go on.
     server.stop.take().unwrap().send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
@@ -271,6 +280,105 @@ async fn saturation_is_503_and_shutdown_finishes_in_flight_requests() {
             .await
             .is_err()
     );
+    server
+        .service
+        .take()
+        .unwrap()
+        .stop(Duration::from_secs(10))
+        .await;
+}
+
+/// A crash loses no accepted alert: what was accepted but not diagnosed is found in the
+/// inbox by the next start and reported once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_loses_no_accepted_alert() {
+    let entered = Arc::new(Notify::new());
+    let gate = Arc::new(Semaphore::new(0));
+    let logs = GatedLogs {
+        inner: telemetry().logs.unwrap(),
+        entered: entered.clone(),
+        gate: gate.clone(),
+    };
+    let mut server = start(1, 8, Some(Arc::new(logs)), None).await;
+    let url = format!("{}/alerts", server.base);
+    let mut accepted = Vec::new();
+    for name in ["a", "b", "c"] {
+        let r = post_to(&url, payload_with("4", 1, name)).await;
+        assert_eq!(r.status(), 202);
+        let r: serde_json::Value = r.json().await.unwrap();
+        accepted.push(r["accepted"][0].as_str().unwrap().to_string());
+    }
+    entered.notified().await;
+    // Crash mid-diagnosis: nothing is reported yet.
+    server.task.abort();
+    server.service.take().unwrap().crash();
+    let store = Arc::clone(&server.store);
+    assert!(!store.path().join(format!("{}.json", accepted[0])).exists());
+
+    let again = start(2, 8, None, Some(Arc::clone(&store))).await;
+    assert_eq!(again.service.as_ref().unwrap().recovered(), 3);
+    let inbox = again.service.as_ref().unwrap().inbox().clone();
+    assert!(inbox.wait_for(&accepted, Duration::from_secs(30)).await);
+    let listed: serde_json::Value = reqwest::get(format!("{}/reports", again.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut want = accepted.clone();
+    want.sort();
+    assert_eq!(listed["reports"], serde_json::json!(want));
+    assert_eq!(
+        std::fs::read_dir(store.path().join("inbox"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().is_file())
+            .count(),
+        0,
+        "the inbox is empty"
+    );
+}
+
+/// The load test (`diagnosis-service-load` runs the same with its figures): 500 notifications
+/// in bursts, with repeats, malformed and oversized bodies and a crash mid-run. No log query
+/// answers in the first two seconds (so the first burst of 50 meets an inbox of 16 that does
+/// not drain: 429s are sure), and each takes 5 ms after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_load_every_accepted_alert_gets_exactly_one_report() {
+    struct SlowLogs(Arc<dyn LogSource>, tokio::time::Instant);
+    #[async_trait]
+    impl LogSource for SlowLogs {
+        async fn logs(&self, query: &LogQuery) -> Result<RecordStream<LogRecord>, SourceError> {
+            tokio::time::sleep_until(self.1).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            self.0.logs(query).await
+        }
+        async fn components(&self) -> Result<Vec<String>, SourceError> {
+            self.0.components().await
+        }
+    }
+    let store = tempfile::tempdir().unwrap();
+    let mut config = config(&store, 2, 16);
+    config.retry_after_seconds = 1;
+    let mut sources = telemetry();
+    let opens = tokio::time::Instant::now() + Duration::from_secs(2);
+    sources.logs = Some(Arc::new(SlowLogs(sources.logs.unwrap(), opens)));
+    let mut plan = LoadPlan::new(t(0));
+    plan.time_limit = Duration::from_secs(300);
+    let f = run_load(&config, &sources, &plan).await.unwrap();
+    eprintln!("{}", f.to_markdown());
+    assert_eq!(f.sent, 500);
+    assert_eq!(f.new_alerts + f.repeats + f.malformed + f.oversized, 500);
+    assert!(f.repeats > 0 && f.malformed > 0 && f.oversized > 0, "{f:?}");
+    assert_eq!(f.malformed_refused, f.malformed);
+    assert_eq!(f.oversized_refused, f.oversized);
+    assert_eq!((f.unexpected, f.given_up), (0, 0));
+    assert_eq!(f.accepted, f.new_alerts, "{f:?}");
+    assert_eq!(f.grouped, f.repeats, "{f:?}");
+    assert!(f.busy > 0 && f.busy_with_retry_after == f.busy, "{f:?}");
+    assert_eq!(f.restarts, 1);
+    assert_eq!((f.missing, f.extra), (0, 0), "{f:?}");
+    assert_eq!(f.reports_stored, f.accepted);
+    assert!(f.p50_ms <= f.p99_ms);
 }
 
 /// Against the real Prometheus that `scripts/services.sh start` backfills (svc-a's latency
@@ -304,11 +412,8 @@ async fn diagnoses_over_a_real_prometheus() {
     let sources = Sources::open(&config.data, &config.component_label).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(
-        listener,
-        app(&config, sources),
-        std::future::pending(),
-    ));
+    let service = Service::start(&config, sources).await.unwrap();
+    tokio::spawn(serve(listener, service.router(), std::future::pending()));
     let starts_at = start.offset_millis(120 * 60_000).to_string();
     let body = format!(
         r#"{{"version":"4","status":"firing","alerts":[{{"status":"firing",
