@@ -43,6 +43,24 @@ impl LogSource for GatedLogs {
     }
 }
 
+/// The synthetic logs behind a gate: each query announces itself on the `Notify` and waits
+/// for a permit of the `Semaphore` (none at first).
+fn gated_logs() -> (Arc<dyn LogSource>, Arc<Notify>, Arc<Semaphore>) {
+    let entered = Arc::new(Notify::new());
+    let gate = Arc::new(Semaphore::new(0));
+    let logs = GatedLogs {
+        inner: telemetry().logs.unwrap(),
+        entered: entered.clone(),
+        gate: gate.clone(),
+    };
+    (Arc::new(logs), entered, gate)
+}
+
+/// `GET url` as JSON.
+async fn get_json(url: String) -> serde_json::Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
 struct Server {
     base: String,
     stop: Option<oneshot::Sender<()>>,
@@ -156,19 +174,9 @@ async fn diagnoses_stores_and_serves_reports() {
     assert!(!text.contains("s3cr3tpw"), "{text}");
 
     let id = report["id"].as_str().unwrap();
-    let fetched: serde_json::Value = reqwest::get(format!("{}/reports/{id}", server.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let fetched: serde_json::Value = get_json(format!("{}/reports/{id}", server.base)).await;
     assert_eq!(&fetched, report);
-    let listed: serde_json::Value = reqwest::get(format!("{}/reports", server.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: serde_json::Value = get_json(format!("{}/reports", server.base)).await;
     assert_eq!(listed["reports"][0], id);
     let missing = reqwest::get(format!("{}/reports/nope", server.base))
         .await
@@ -184,12 +192,7 @@ async fn diagnoses_stores_and_serves_reports() {
     let again: serde_json::Value = again.json().await.unwrap();
     assert_eq!(again["accepted"], serde_json::json!([]));
     assert_eq!(again["duplicates"], serde_json::json!([id]));
-    let listed: serde_json::Value = reqwest::get(format!("{}/reports", server.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: serde_json::Value = get_json(format!("{}/reports", server.base)).await;
     assert_eq!(listed["reports"], serde_json::json!([id]));
 }
 
@@ -221,14 +224,8 @@ async fn bad_payloads_get_clear_json_errors() {
 /// pending; shutdown lets a waiting request finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_inbox_is_429_and_shutdown_finishes_in_flight_requests() {
-    let entered = Arc::new(Notify::new());
-    let gate = Arc::new(Semaphore::new(0));
-    let logs = GatedLogs {
-        inner: telemetry().logs.unwrap(),
-        entered: entered.clone(),
-        gate: gate.clone(),
-    };
-    let mut server = start(1, 2, Some(Arc::new(logs)), None).await;
+    let (logs, entered, gate) = gated_logs();
+    let mut server = start(1, 2, Some(logs), None).await;
     let base = server.base.clone();
     // The first alert is being diagnosed (held at its log query), the second waits.
     let in_flight = tokio::spawn(async move { post(&base, payload("4", 1)).await });
@@ -292,14 +289,8 @@ async fn a_full_inbox_is_429_and_shutdown_finishes_in_flight_requests() {
 /// inbox by the next start and reported once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_loses_no_accepted_alert() {
-    let entered = Arc::new(Notify::new());
-    let gate = Arc::new(Semaphore::new(0));
-    let logs = GatedLogs {
-        inner: telemetry().logs.unwrap(),
-        entered: entered.clone(),
-        gate: gate.clone(),
-    };
-    let mut server = start(1, 8, Some(Arc::new(logs)), None).await;
+    let (logs, entered, _gate) = gated_logs();
+    let mut server = start(1, 8, Some(logs), None).await;
     let url = format!("{}/alerts", server.base);
     let mut accepted = Vec::new();
     for name in ["a", "b", "c"] {
@@ -319,12 +310,7 @@ async fn a_restart_loses_no_accepted_alert() {
     assert_eq!(again.service.as_ref().unwrap().recovered(), 3);
     let inbox = again.service.as_ref().unwrap().inbox().clone();
     assert!(inbox.wait_for(&accepted, Duration::from_secs(30)).await);
-    let listed: serde_json::Value = reqwest::get(format!("{}/reports", again.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: serde_json::Value = get_json(format!("{}/reports", again.base)).await;
     let mut want = accepted.clone();
     want.sort();
     assert_eq!(listed["reports"], serde_json::json!(want));

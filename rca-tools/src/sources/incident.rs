@@ -594,6 +594,7 @@ mod tests {
 
         // The decompressed size has a limit, shared by every file and checked in each
         // modality's reader: just below the directory's size it is an error naming the limit.
+        write_manifest(dir.path(), &manifest).unwrap();
         let total: u64 = ["logs.jsonl.gz", "metrics.csv.gz", "spans.csv"]
             .iter()
             .map(|f| {
