@@ -1,7 +1,8 @@
 //! Writing output files without harming what the path names.
 //!
-//! [`write_atomic`] replaces a regular file through a temporary sibling and a rename, so a
-//! crash mid-write leaves the old file (or none), never half of one. That is only right for
+//! [`write_atomic`] replaces a regular file through a synced temporary sibling and a rename
+//! (the folder synced after it), so a crash mid-write leaves the old file (or none), never half
+//! of one, and a write that returned survives a power loss. That is only right for
 //! regular files. A path that names a device, a FIFO or a socket is written to directly (a
 //! rename would replace `/dev/null` by a regular file). A symbolic link is followed and its
 //! target is written, so the link stays a link. `-` is standard output, and a directory is an
@@ -85,12 +86,31 @@ fn replace(path: &Path, bytes: &[u8], permissions: Option<std::fs::Permissions>)
         if let Some(p) = permissions {
             std::fs::set_permissions(&tmp, p)?;
         }
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        sync_folder(path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes the folder entry of `path` (a rename, a removal) durable. Folders cannot be synced
+/// this way off Unix; there the rename is as durable as the platform makes it.
+pub fn sync_folder(path: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(folder)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

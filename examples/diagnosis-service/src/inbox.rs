@@ -160,31 +160,25 @@ async fn read_failed(dir: &Path) -> Result<HashMap<String, String>, StoreError> 
     Ok(failed)
 }
 
-/// Writes `bytes` to `path` durably: a synced temporary sibling, renamed, the folder synced.
-pub async fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut file = tokio::fs::File::create(&tmp).await?;
-    tokio::io::AsyncWriteExt::write_all(&mut file, bytes).await?;
-    file.sync_all().await?;
-    tokio::fs::rename(&tmp, path).await?;
-    sync_dir(dir).await
+/// Writes `bytes` to `path` durably and atomically ([`rca_tools::files::write_atomic`]: a
+/// synced temporary sibling, renamed, the folder synced), off the async workers.
+pub async fn write_durably(path: &Path, bytes: Vec<u8>) -> std::io::Result<()> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || rca_tools::files::write_atomic(&path, &bytes))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
-/// Makes a folder's entries (a rename, a removal) durable.
-async fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        tokio::fs::File::open(dir).await?.sync_all().await
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
+/// Removes `path` (already gone is fine) and makes the removal durable.
+async fn remove_durably(path: &Path) -> std::io::Result<()> {
+    match tokio::fs::remove_file(path).await {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => {
+            let path = path.to_path_buf();
+            tokio::task::spawn_blocking(move || rca_tools::files::sync_folder(&path))
+                .await
+                .map_err(std::io::Error::other)?
+        }
     }
 }
 
@@ -213,7 +207,7 @@ impl Inbox {
         while let Some(item) = entries.next_entry().await.map_err(|e| io_error(dir, e))? {
             let path = item.path();
             let name = item.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.ends_with(".tmp") {
+            if name.starts_with('.') && name.contains(".tmp-") {
                 // A write that a crash interrupted: its alert was never acknowledged.
                 let _ = tokio::fs::remove_file(&path).await;
                 continue;
@@ -346,7 +340,7 @@ impl Inbox {
     async fn write(&self, entry: &Entry) -> Result<(), StoreError> {
         let path = self.path(&entry.id);
         let text = serde_json::to_vec(entry).map_err(|e| io_error(&path, e))?;
-        write_durably(&path, &text)
+        write_durably(&path, text)
             .await
             .map_err(|e| io_error(&path, e))
     }
@@ -366,20 +360,21 @@ impl Inbox {
             let written = async {
                 tokio::fs::create_dir_all(&dir).await?;
                 let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-                write_durably(&path, &text).await
+                write_durably(&path, text).await
             };
             result = written.await.map_err(|e| io_error(&path, e));
         }
         // The entry stays when its failure could not be recorded: a restart tries it again.
         if result.is_ok() {
             let path = self.path(id);
-            result = match tokio::fs::remove_file(&path).await {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(&path, e)),
-                _ => sync_dir(&self.dir)
-                    .await
-                    .map_err(|e| io_error(&self.dir, e)),
-            };
+            result = remove_durably(&path).await.map_err(|e| io_error(&path, e));
         }
+        self.settle(id, failure).await;
+        result
+    }
+
+    /// `id` no longer waits or runs (failed, when `failure` says why); wakes the waiters.
+    async fn settle(&self, id: &str, failure: Option<String>) {
         {
             let mut state = self.state.lock().await;
             state.pending.remove(id);
@@ -388,18 +383,12 @@ impl Inbox {
             }
         }
         self.finished.send_modify(|n| *n += 1);
-        result
     }
 
     /// The entry for `id` could not be finished (its report could not be stored): it stays
     /// on disk, to be diagnosed again after the next start, and is reported as failed now.
     pub async fn set_aside(&self, id: &str, message: String) {
-        {
-            let mut state = self.state.lock().await;
-            state.pending.remove(id);
-            state.failed.insert(id.to_string(), message);
-        }
-        self.finished.send_modify(|n| *n += 1);
+        self.settle(id, Some(message)).await;
     }
 
     /// Where `id` stands.
@@ -484,7 +473,7 @@ mod tests {
         assert_eq!(inbox.progress("a").await, Progress::Unknown);
         assert_eq!(inbox.progress("b").await, Progress::Pending);
         std::fs::write(dir.path().join("junk.json"), "{").unwrap();
-        std::fs::write(dir.path().join(".b.1.tmp"), "half").unwrap();
+        std::fs::write(dir.path().join(".b.json.tmp-1-0"), "half").unwrap();
         drop(inbox);
         let (again, queue, recovered) = Inbox::open(dir.path(), 2).await.unwrap();
         assert_eq!(recovered, 1);
@@ -492,7 +481,7 @@ mod tests {
         assert_eq!(next.id, "b");
         assert_eq!(again.pending().await, 1);
         assert!(dir.path().join("unreadable/junk.json").exists());
-        assert!(!dir.path().join(".b.1.tmp").exists());
+        assert!(!dir.path().join(".b.json.tmp-1-0").exists());
         // Reported ids are duplicates too; a failure is remembered.
         std::fs::write(store_dir.path().join("d.json"), "{}").unwrap();
         assert_eq!(

@@ -66,9 +66,7 @@ impl ReportStore {
         })?;
         tokio::fs::create_dir_all(&self.dir).await.map_err(io)?;
         // Synced before the caller removes the alert from its inbox.
-        crate::inbox::write_durably(&path, &text)
-            .await
-            .map_err(io)?;
+        crate::inbox::write_durably(&path, text).await.map_err(io)?;
         Ok(path)
     }
 
