@@ -48,6 +48,11 @@ pub struct DiagnoseArgs {
     /// A configuration file (see `rca config check`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Long-term memory in this folder (created when missing): past incidents with a similar
+    /// alert are offered to the planner and past actions to the explorers, and this run is
+    /// remembered for the next.
+    #[arg(long, value_name = "DIR")]
+    pub memory: Option<PathBuf>,
     /// Explore with generated SQL tools from this inventory (created when missing, saved
     /// after the run; see `rca tools warm-up`) instead of the built-in analyzers.
     #[cfg(feature = "sql")]
@@ -139,6 +144,14 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         #[cfg(not(feature = "sql"))]
         DiagnosisPipeline::new(&loaded, models, pipeline_config)
     }?;
+    let pipeline = match &args.memory {
+        Some(dir) => {
+            let mut memory = rca_agents::orchestra::DiagnosisMemory::open(dir)
+                .with_context(|| format!("cannot open the memory folder {}", dir.display()))?;
+            pipeline.with_memory(&mut memory)?
+        }
+        None => pipeline,
+    };
     let graph_edges = pipeline.service_graph.clone();
     progress.set_message("diagnosing");
     let run = pipeline
@@ -153,6 +166,16 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
         ),
         Some(Onset::Known { at }) => eprintln!("onset stated by the incident: {at}"),
         None => {}
+    }
+    for event in &run.events {
+        if let rca_agents::orchestra::RunEvent::Recalled { incidents } = event {
+            let ids: Vec<&str> = incidents.iter().map(|p| p.incident.as_str()).collect();
+            eprintln!(
+                "long-term memory offered {} past incident(s): {}",
+                ids.len(),
+                ids.join(", ")
+            );
+        }
     }
     for (role, error) in run.fallbacks() {
         eprintln!(

@@ -57,6 +57,11 @@ pub struct NezhaArgs {
     /// turn, instead of the plain evaluation; `--write-docs` writes `nezha-<protocol>-drop`.
     #[arg(long, conflicts_with = "cross_validate")]
     modality_drop: bool,
+    /// Run the cases in order without long-term memory (cold) and with one memory that
+    /// starts empty and remembers each case for the next (warm), instead of the plain
+    /// evaluation; `--write-docs` writes `nezha-<protocol>-memory`.
+    #[arg(long, conflicts_with_all = ["cross_validate", "modality_drop"])]
+    memory: bool,
     /// Instead of scoring the faults, inject network delays of these magnitudes (ms,
     /// comma-separated) into the real minute before each fault and score whether the target
     /// pod is found; `--write-docs` writes `nezha-network-delay`.
@@ -136,6 +141,36 @@ pub fn run(args: NezhaArgs) -> Result<()> {
                 path.display()
             );
             rca_eval::docs::write_section(path, "nezha-network-delay", &command, &table)?;
+            eprintln!("updated {}", path.display());
+        }
+        return Ok(());
+    }
+    if args.memory {
+        let rows = nezha::memory_effect(&args.dir, &options, &mut progress)
+            .with_context(|| format!("evaluating {}", args.dir.display()))?;
+        let table = nezha::memory_table(&rows);
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            println!("{table}");
+        }
+        if let Some(path) = &args.write_docs {
+            let protocol = args.case_options().protocol;
+            let command = format!(
+                "rca eval nezha {}{} --protocol {protocol} --memory --write-docs {}",
+                args.dir.display(),
+                args.days
+                    .iter()
+                    .map(|d| format!(" --day {d}"))
+                    .collect::<String>(),
+                path.display()
+            );
+            rca_eval::docs::write_section(
+                path,
+                &format!("nezha-{protocol}-memory"),
+                &command,
+                &table,
+            )?;
             eprintln!("updated {}", path.display());
         }
         return Ok(());

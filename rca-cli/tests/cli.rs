@@ -770,6 +770,92 @@ fn the_local_model_config_passes_config_check() {
 }
 
 /// The incident directories bundled with the repository.
+#[test]
+fn diagnose_remembers_incidents_in_a_memory_folder() {
+    let root = repo_root();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = dir.path().join("memory");
+    let incidents = bundled_incidents();
+    assert!(incidents.len() >= 2);
+    let mut stderr = Vec::new();
+    for (i, incident) in incidents.iter().take(2).enumerate() {
+        let out = rca()
+            .current_dir(&root)
+            .arg("diagnose")
+            .arg(incident)
+            .arg("--json")
+            .arg("--trajectory")
+            .arg(dir.path().join(format!("trajectory-{i}.json")))
+            .arg("--memory")
+            .arg(&memory)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stderr.push(String::from_utf8_lossy(&out.stderr).to_string());
+    }
+    assert!(
+        !stderr[0].contains("long-term memory offered"),
+        "{}",
+        stderr[0]
+    );
+    assert!(
+        stderr[1].contains("long-term memory offered 1 past incident(s)"),
+        "{}",
+        stderr[1]
+    );
+    // Versioned files: the incidents and one per explorer.
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(memory.join("incidents.json")).unwrap()).unwrap();
+    assert_eq!(stored["format_version"], 1);
+    assert_eq!(stored["entries"].as_array().unwrap().len(), 2);
+    let explorer_files = std::fs::read_dir(&memory)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("explorer-")
+        })
+        .count();
+    assert!(explorer_files >= 2, "{explorer_files}");
+    let trajectory: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("trajectory-1.json")).unwrap())
+            .unwrap();
+    assert!(
+        trajectory["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "recalled"),
+        "{trajectory}"
+    );
+    // A memory path that is a file is a clear error, and the file is left alone.
+    let file = dir.path().join("not-a-folder");
+    std::fs::write(&file, "keep").unwrap();
+    let out = rca()
+        .current_dir(&root)
+        .arg("diagnose")
+        .arg(&incidents[0])
+        .arg("--memory")
+        .arg(&file)
+        .arg("--trajectory")
+        .arg(dir.path().join("t.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot open the memory folder"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+}
+
 fn bundled_incidents() -> Vec<PathBuf> {
     let root = repo_root();
     let mut dirs = vec![root.join("examples/incidents/trainticket-cpu")];

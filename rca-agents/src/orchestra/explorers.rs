@@ -297,6 +297,18 @@ impl Explorer for TelemetryExplorer {
                 }
             }
         }
+        // Long-term memory: what this explorer found significant in similar past incidents
+        // is looked at the same way (a recurring culprit), and likewise lends no support.
+        for past in request.past {
+            for component in past.components.iter().take(3) {
+                if !published.iter().any(|(p, _)| p == component) {
+                    published.push((
+                        component.clone(),
+                        format!("long-term memory of {}", past.incident),
+                    ));
+                }
+            }
+        }
         let mut looked_harder: Vec<Finding> = Vec::new();
         if !published.is_empty() {
             let known: std::collections::HashSet<(&str, &str)> = findings

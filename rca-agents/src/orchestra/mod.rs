@@ -18,6 +18,7 @@
 //! roles) can replace any of them, and the same [`Orchestrator`] runs both.
 
 pub mod deadline;
+mod diagnosis_memory;
 pub mod explorers;
 #[cfg(feature = "sql")]
 pub mod generated;
@@ -27,9 +28,10 @@ pub mod pipeline;
 pub mod policy;
 mod roles;
 
+pub use diagnosis_memory::{DiagnosisMemory, INCIDENTS_FILE};
 pub use orchestrator::{Fallbacks, Onset, Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
 pub use pipeline::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
 pub use roles::{
     Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
-    OrchestraError, PastAction, Plan, Planner, Reasoner, ReplanRequest, Subgoal,
+    OrchestraError, PastAction, PastIncident, Plan, Planner, Reasoner, ReplanRequest, Subgoal,
 };

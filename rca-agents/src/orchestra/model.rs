@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 
 use super::policy::{ConvergenceController, EvidenceReasoner};
 use super::roles::{
-    Controller, Decision, InvestigationView, OrchestraError, Plan, Planner, Reasoner,
+    Controller, Decision, InvestigationView, OrchestraError, PastIncident, Plan, Planner, Reasoner,
     ReplanRequest, Subgoal,
 };
 
@@ -146,12 +146,41 @@ impl Planner for ModelPlanner {
         available: &[Modality],
         replan: Option<&ReplanRequest>,
     ) -> Result<Plan, OrchestraError> {
+        self.plan_with_memory(incident, available, replan, &[])
+            .await
+    }
+
+    async fn plan_with_memory(
+        &self,
+        incident: &Incident,
+        available: &[Modality],
+        replan: Option<&ReplanRequest>,
+        past: &[PastIncident],
+    ) -> Result<Plan, OrchestraError> {
         let names: Vec<String> = available.iter().map(|m| m.to_string()).collect();
         let mut user = format!(
             "{}\n\nAvailable modalities: {}.",
             incident_text(incident),
             names.join(", ")
         );
+        if !past.is_empty() {
+            user.push_str("\n\nSimilar past incidents (long-term memory):");
+            for p in past {
+                let settled: Vec<String> = p.settled_by.iter().map(|m| m.to_string()).collect();
+                user.push_str(&format!(
+                    "\n- {} (similarity {:.2}): {}; concluded {}; settled by {}",
+                    p.incident,
+                    p.similarity,
+                    p.alert,
+                    p.root_cause.as_deref().unwrap_or("nothing"),
+                    if settled.is_empty() {
+                        "no modality".to_string()
+                    } else {
+                        settled.join(", ")
+                    }
+                ));
+            }
+        }
         if let Some(r) = replan {
             user.push_str(&format!(
                 "\n\nThe previous plan must be revised: {}. Modalities that failed: {}. \

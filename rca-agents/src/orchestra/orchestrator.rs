@@ -13,8 +13,30 @@ use serde::{Deserialize, Serialize};
 
 use super::roles::{
     Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
-    OrchestraError, PastAction, Plan, Planner, Reasoner, ReplanRequest,
+    OrchestraError, PastAction, PastIncident, Plan, Planner, Reasoner, ReplanRequest,
 };
+
+/// The alert of an incident as memory compares it: its title, and its description when it
+/// has one.
+fn alert_of(incident: &Incident) -> String {
+    if incident.description.trim().is_empty() {
+        incident.title.clone()
+    } else {
+        format!("{}: {}", incident.title, incident.description)
+    }
+}
+
+/// The strings of a JSON array (none when it is not one).
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// Limits of one orchestrated run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -25,6 +47,13 @@ pub struct OrchestratorConfig {
     pub max_explorations: usize,
     /// How many past actions long-term memory offers per subgoal (3 by default).
     pub past_actions: usize,
+    /// How many past incidents long-term memory offers the planner (3 by default).
+    #[serde(default = "default_past_incidents")]
+    pub past_incidents: usize,
+}
+
+fn default_past_incidents() -> usize {
+    3
 }
 
 impl Default for OrchestratorConfig {
@@ -33,6 +62,7 @@ impl Default for OrchestratorConfig {
             max_replans: 2,
             max_explorations: 24,
             past_actions: 3,
+            past_incidents: default_past_incidents(),
         }
     }
 }
@@ -58,6 +88,11 @@ pub enum RunEvent {
         exploration: Exploration,
         /// How long it took, in milliseconds.
         elapsed_ms: u64,
+    },
+    /// Long-term memory offered past incidents with a similar alert (before the first plan).
+    Recalled {
+        /// The past incidents, nearest first.
+        incidents: Vec<PastIncident>,
     },
     /// An explorer failed with an error.
     ExplorerFailed {
@@ -211,6 +246,16 @@ impl RunRecord {
                         args: serde_json::to_value(decision).unwrap_or_default(),
                     });
                 }
+                RunEvent::Recalled { incidents } => {
+                    step.thought = format!(
+                        "long-term memory offers {} past incident(s) with a similar alert",
+                        incidents.len()
+                    );
+                    step.action = Some(Action {
+                        name: "recall".into(),
+                        args: serde_json::to_value(incidents).unwrap_or_default(),
+                    });
+                }
                 RunEvent::RoleFellBack { role, error } => {
                     step.thought = format!("the {role}'s model failed; its policy answers");
                     step.error = Some(error.clone());
@@ -232,6 +277,7 @@ pub struct Orchestrator {
     explorers: Vec<Arc<dyn Explorer>>,
     fallbacks: Fallbacks,
     long_term: HashMap<String, Arc<dyn LongTermMemory>>,
+    incidents: Option<Arc<dyn LongTermMemory>>,
     embedder: Option<Arc<dyn Embedder>>,
     config: OrchestratorConfig,
     cancelled: Arc<AtomicBool>,
@@ -268,6 +314,7 @@ impl Orchestrator {
             explorers,
             fallbacks: Fallbacks::default(),
             long_term: HashMap::new(),
+            incidents: None,
             embedder: None,
             config: OrchestratorConfig::default(),
             cancelled: Arc::new(AtomicBool::new(false)),
@@ -286,16 +333,21 @@ impl Orchestrator {
         incident: &Incident,
         available: &[Modality],
         replan: Option<&ReplanRequest>,
+        past: &[PastIncident],
         events: &mut Vec<RunEvent>,
     ) -> Result<Plan, OrchestraError> {
-        match self.planner.plan(incident, available, replan).await {
+        match self
+            .planner
+            .plan_with_memory(incident, available, replan, past)
+            .await
+        {
             Err(OrchestraError::Role { role, message }) if self.fallbacks.planner.is_some() => {
                 events.push(RunEvent::RoleFellBack {
                     role,
                     error: message,
                 });
                 match &self.fallbacks.planner {
-                    Some(p) => p.plan(incident, available, replan).await,
+                    Some(p) => p.plan_with_memory(incident, available, replan, past).await,
                     None => Err(OrchestraError::Invalid("no fallback planner".into())),
                 }
             }
@@ -363,6 +415,28 @@ impl Orchestrator {
         self
     }
 
+    /// Gives the orchestration a long-term memory of whole incidents: before planning, the
+    /// past incidents whose alert is nearest to this one's are offered to the planner
+    /// ([`Planner::plan_with_memory`], recorded as [`RunEvent::Recalled`]); after the run the
+    /// incident is remembered with the component it named and the modalities that settled it.
+    pub fn with_incident_memory(
+        mut self,
+        memory: Arc<dyn LongTermMemory>,
+        embedder: Arc<dyn Embedder>,
+    ) -> Self {
+        self.incidents = Some(memory);
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// The names of the explorers, in order.
+    pub fn explorer_names(&self) -> Vec<String> {
+        self.explorers
+            .iter()
+            .map(|e| e.name().to_string())
+            .collect()
+    }
+
     /// A flag that cancels the run at the next step when set.
     pub fn cancel_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.cancelled)
@@ -387,11 +461,17 @@ impl Orchestrator {
             .and_then(|mut v| v.pop())
     }
 
-    async fn past_actions(&self, explorer: &str, goal: &str) -> Vec<PastAction> {
+    async fn past_actions(
+        &self,
+        explorer: &str,
+        incident: &Incident,
+        goal: &str,
+    ) -> Vec<PastAction> {
         let Some(memory) = self.long_term.get(explorer) else {
             return Vec::new();
         };
-        let Some(vector) = self.embed_one(goal).await else {
+        let query = format!("alert: {}; goal: {goal}", alert_of(incident));
+        let Some(vector) = self.embed_one(&query).await else {
             return Vec::new();
         };
         match memory.nearest(&vector, self.config.past_actions).await {
@@ -404,6 +484,11 @@ impl Orchestrator {
                         .to_string(),
                     summary: entry.text,
                     similarity,
+                    incident: entry.payload["incident"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    components: strings(&entry.payload["components"]),
                 })
                 .collect(),
             Err(e) => {
@@ -413,12 +498,20 @@ impl Orchestrator {
         }
     }
 
-    async fn remember(&self, explorer: &str, incident: &Incident, goal: &str, found: &Exploration) {
+    async fn remember(
+        &self,
+        explorer: &str,
+        incident: &Incident,
+        goal: &str,
+        found: &Exploration,
+        components: &[String],
+    ) {
         let Some(memory) = self.long_term.get(explorer) else {
             return;
         };
         let text = format!(
-            "goal: {goal}; actions: {}; conclusion: {}",
+            "alert: {}; goal: {goal}; actions: {}; conclusion: {}",
+            alert_of(incident),
             found.actions.join(", "),
             found.conclusion
         );
@@ -430,10 +523,81 @@ impl Orchestrator {
             id: format!("{}-{explorer}-{count}", incident.id),
             text,
             vector,
-            payload: serde_json::json!({ "goal": goal, "incident": incident.id }),
+            payload: serde_json::json!({ "goal": goal, "incident": incident.id,
+                "components": components }),
         };
         if let Err(e) = memory.insert(entry).await {
             tracing::warn!(explorer, error = %e, "long-term memory insert failed");
+        }
+    }
+
+    /// The past incidents nearest to `incident`'s alert.
+    async fn recall(&self, incident: &Incident) -> Vec<PastIncident> {
+        let Some(memory) = &self.incidents else {
+            return Vec::new();
+        };
+        if self.config.past_incidents == 0 {
+            return Vec::new();
+        }
+        let Some(vector) = self.embed_one(&alert_of(incident)).await else {
+            return Vec::new();
+        };
+        match memory.nearest(&vector, self.config.past_incidents).await {
+            Ok(hits) => hits
+                .into_iter()
+                .filter(|(entry, _)| entry.payload["incident"].as_str() != Some(&incident.id))
+                .map(|(entry, similarity)| PastIncident {
+                    incident: entry.payload["incident"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    alert: entry.text,
+                    root_cause: entry.payload["root_cause"].as_str().map(str::to_string),
+                    settled_by: serde_json::from_value(entry.payload["settled_by"].clone())
+                        .unwrap_or_default(),
+                    similarity,
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "long-term memory lookup of past incidents failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Remembers the finished run of `incident`: the component its report names first and
+    /// the modalities whose significant evidence named it, in the order they ran.
+    async fn remember_incident(
+        &self,
+        incident: &Incident,
+        report: &DiagnosisReport,
+        settled: &[(Modality, Vec<String>)],
+    ) {
+        let Some(memory) = &self.incidents else {
+            return;
+        };
+        let alert = alert_of(incident);
+        let Some(vector) = self.embed_one(&alert).await else {
+            return;
+        };
+        let root_cause = report.candidates.first().map(|c| c.component.clone());
+        let mut settled_by: Vec<Modality> = Vec::new();
+        if let Some(root) = &root_cause {
+            for (modality, components) in settled {
+                if components.contains(root) && !settled_by.contains(modality) {
+                    settled_by.push(modality.clone());
+                }
+            }
+        }
+        let entry = MemoryEntry {
+            id: incident.id.clone(),
+            text: alert,
+            vector,
+            payload: serde_json::json!({ "incident": incident.id, "root_cause": root_cause,
+                "settled_by": settled_by }),
+        };
+        if let Err(e) = memory.insert(entry).await {
+            tracing::warn!(error = %e, "long-term memory insert of the incident failed");
         }
     }
 
@@ -451,7 +615,17 @@ impl Orchestrator {
         let mut events = Vec::new();
         let mut evidence: Vec<Evidence> = Vec::new();
         let mut significance: std::collections::BTreeMap<Modality, f64> = Default::default();
-        let mut plan = self.plan(incident, &available, None, &mut events).await?;
+        let recalled = self.recall(incident).await;
+        if !recalled.is_empty() {
+            events.push(RunEvent::Recalled {
+                incidents: recalled.clone(),
+            });
+        }
+        // Per exploration, the modality and the components it found significant.
+        let mut settled: Vec<(Modality, Vec<String>)> = Vec::new();
+        let mut plan = self
+            .plan(incident, &available, None, &recalled, &mut events)
+            .await?;
         events.push(RunEvent::Planned { plan: plan.clone() });
         let mut explorations = 0usize;
         let mut replans = 0u32;
@@ -490,7 +664,9 @@ impl Orchestrator {
                         .into_iter()
                         .map(|(_, c)| c)
                         .collect();
-                    let past = self.past_actions(explorer.name(), &subgoal.goal).await;
+                    let past = self
+                        .past_actions(explorer.name(), incident, &subgoal.goal)
+                        .await;
                     let request = ExploreRequest {
                         incident,
                         subgoal: &subgoal,
@@ -518,6 +694,15 @@ impl Orchestrator {
                                     }
                                 }
                                 components.truncate(5);
+                                settled.push((explorer.modality(), components.clone()));
+                                self.remember(
+                                    explorer.name(),
+                                    incident,
+                                    &subgoal.goal,
+                                    &found,
+                                    &components,
+                                )
+                                .await;
                                 short_term
                                     .publish(Conclusion {
                                         author: explorer.name().to_string(),
@@ -527,8 +712,6 @@ impl Orchestrator {
                                     })
                                     .await
                                     .map_err(|e| OrchestraError::Memory(e.to_string()))?;
-                                self.remember(explorer.name(), incident, &subgoal.goal, &found)
-                                    .await;
                                 evidence.extend(found.evidence.iter().cloned());
                             }
                             events.push(RunEvent::Explored {
@@ -595,7 +778,7 @@ impl Orchestrator {
                             suspects,
                         };
                         plan = self
-                            .plan(incident, &available, Some(&request), &mut events)
+                            .plan(incident, &available, Some(&request), &recalled, &mut events)
                             .await?;
                         events.push(RunEvent::Planned { plan: plan.clone() });
                         continue 'plans;
@@ -610,6 +793,7 @@ impl Orchestrator {
             .reason(incident, &evidence, final_decision.as_ref(), &mut events)
             .await?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
+        self.remember_incident(incident, &report, &settled).await;
         Ok(RunRecord {
             report,
             evidence,
@@ -980,6 +1164,98 @@ mod tests {
         let seen = metrics.seen.lock().unwrap();
         assert_eq!(seen[0].2, 0, "first run: nothing remembered");
         assert_eq!(seen[1].2, 1, "second run: the past action is offered");
+    }
+
+    #[tokio::test]
+    async fn incident_memory_leads_the_next_plan_with_what_settled_the_last() {
+        let metrics = Fixed::new(
+            "metrics",
+            Modality::Metrics,
+            vec![ev(Modality::Metrics, "cache", 1.0)],
+            0,
+        );
+        let traces = Fixed::new(
+            "traces",
+            Modality::Traces,
+            vec![ev(Modality::Traces, "db", 3.0)],
+            0,
+        );
+        let logs = Fixed::new(
+            "logs",
+            Modality::Logs,
+            vec![ev(Modality::Logs, "db", 3.0)],
+            0,
+        );
+        let memory: Arc<dyn LongTermMemory> = Arc::new(Vectors::default());
+        let o = orchestrator(vec![metrics, traces, logs])
+            .with_incident_memory(Arc::clone(&memory), Arc::new(Letters));
+        let first = Incident {
+            id: "inc-1".into(),
+            ..incident()
+        };
+        let run = o.run(&first, &Queue::default()).await.unwrap();
+        assert!(
+            !run.events
+                .iter()
+                .any(|e| matches!(e, RunEvent::Recalled { .. }))
+        );
+        let RunEvent::Planned { plan } = &run.events[0] else {
+            panic!("the run starts with a plan")
+        };
+        assert_eq!(
+            plan.subgoals[0].modality,
+            Modality::Metrics,
+            "no memory yet"
+        );
+        assert_eq!(memory.count().await.unwrap(), 1);
+
+        let second = Incident {
+            id: "inc-2".into(),
+            ..incident()
+        };
+        let run = o.run(&second, &Queue::default()).await.unwrap();
+        let recalled = run
+            .events
+            .iter()
+            .find_map(|e| match e {
+                RunEvent::Recalled { incidents } => Some(incidents.clone()),
+                _ => None,
+            })
+            .expect("the first incident is recalled");
+        assert_eq!(recalled.len(), 1);
+        assert_eq!(recalled[0].incident, "inc-1");
+        assert_eq!(recalled[0].root_cause.as_deref(), Some("db"));
+        assert_eq!(
+            recalled[0].settled_by,
+            vec![Modality::Traces, Modality::Logs]
+        );
+        let plan = run
+            .events
+            .iter()
+            .find_map(|e| match e {
+                RunEvent::Planned { plan } => Some(plan.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Traces);
+        assert!(
+            plan.rationale.starts_with("long-term memory"),
+            "{}",
+            plan.rationale
+        );
+        // The run itself is remembered too; an incident never recalls itself.
+        assert_eq!(memory.count().await.unwrap(), 2);
+        let again = o.run(&second, &Queue::default()).await.unwrap();
+        assert!(again.events.iter().all(|e| match e {
+            RunEvent::Recalled { incidents } => incidents.iter().all(|p| p.incident != "inc-2"),
+            _ => true,
+        }));
+        assert!(
+            run.trajectory()
+                .steps
+                .iter()
+                .any(|s| s.action.as_ref().is_some_and(|a| a.name == "recall"))
+        );
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@ use rca_tools::analyze::traces::{ServiceGraph, TraceAnalyzer};
 use rca_tools::incident_dir::IncidentDir;
 use rca_tools::sources::{FileLogSource, FileMetricSource, FileTraceSource};
 
+use super::diagnosis_memory::DiagnosisMemory;
 use super::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
 use super::model::{ModelController, ModelPlanner, ModelReasoner};
 use super::orchestrator::{Fallbacks, Onset, Orchestrator, RunRecord};
@@ -315,6 +316,25 @@ impl DiagnosisPipeline {
             config,
             telemetry: None,
         })
+    }
+
+    /// The pipeline reading and writing `memory`: past incidents with a similar alert are
+    /// offered to the planner, each explorer's past actions to that explorer, and the run is
+    /// remembered when it ends.
+    pub fn with_memory(mut self, memory: &mut DiagnosisMemory) -> Result<Self, OrchestraError> {
+        let embedder = memory.embedder();
+        for name in self.orchestrator.explorer_names() {
+            let store = memory
+                .explorer(&name)
+                .map_err(|e| OrchestraError::Memory(e.to_string()))?;
+            self.orchestrator =
+                self.orchestrator
+                    .with_long_term_memory(name, store, Arc::clone(&embedder));
+        }
+        self.orchestrator = self
+            .orchestrator
+            .with_incident_memory(memory.incidents(), embedder);
+        Ok(self)
     }
 
     /// The orchestrator (to add long-term memory or take its cancel flag before running).

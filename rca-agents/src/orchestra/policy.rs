@@ -11,21 +11,26 @@ use rca_tools::analyze::classify;
 use rca_tools::analyze::rank::Ranker;
 
 use super::roles::{
-    Controller, Decision, InvestigationView, OrchestraError, Plan, Planner, Reasoner,
+    Controller, Decision, InvestigationView, OrchestraError, PastIncident, Plan, Planner, Reasoner,
     ReplanRequest, Subgoal,
 };
 
 /// Plans the modalities in a preference order (by default metrics, traces, logs: cheap and
 /// broad first, then narrower), keeping only those available; a modality whose cue words the
 /// alert's title or description contains comes first (a latency alert starts with traces, an
-/// error alert with logs). A re-plan moves failing modalities to the end and focuses every
-/// subgoal on the current suspects.
+/// error alert with logs). Without such a word, long-term memory decides what comes first: the
+/// modality that first settled the most similar past incidents (see
+/// [`Planner::plan_with_memory`]). A re-plan moves failing modalities to the end and focuses
+/// every subgoal on the current suspects.
 #[derive(Debug, Clone)]
 pub struct OrderedPlanner {
     order: Vec<Modality>,
     /// Per modality, words in an alert that point at it (matched case-insensitively as
     /// substrings of the title and description).
     pub cues: Vec<(Modality, Vec<String>)>,
+    /// A past incident counts toward the first modality only when its alert is at least this
+    /// similar to the current one (cosine, 0.5 by default).
+    pub memory_min_similarity: f32,
 }
 
 impl Default for OrderedPlanner {
@@ -54,6 +59,7 @@ impl Default for OrderedPlanner {
                     words(&["cpu", "memory", "disk", "saturat", "throttl", "utili"]),
                 ),
             ],
+            memory_min_similarity: 0.5,
         }
     }
 }
@@ -77,6 +83,119 @@ impl OrderedPlanner {
                 .iter()
                 .find(|w| !w.is_empty() && text.contains(&w.to_lowercase()))
                 .map(|w| (m.clone(), w.clone()))
+        })
+    }
+
+    /// The modality that first settled the past incidents at least
+    /// [`memory_min_similarity`](Self::memory_min_similarity) similar (votes weighted by
+    /// similarity; ties go to the earlier modality in `ordered`), with the incidents that
+    /// voted for it.
+    pub fn remembered(
+        &self,
+        past: &[PastIncident],
+        ordered: &[Modality],
+    ) -> Option<(Modality, Vec<String>)> {
+        let mut votes: Vec<(Modality, f32, Vec<String>)> = Vec::new();
+        for p in past
+            .iter()
+            .filter(|p| p.similarity >= self.memory_min_similarity)
+        {
+            let Some(first) = p.settled_by.iter().find(|m| ordered.contains(m)) else {
+                continue;
+            };
+            match votes.iter_mut().find(|(m, _, _)| m == first) {
+                Some((_, w, ids)) => {
+                    *w += p.similarity;
+                    ids.push(p.incident.clone());
+                }
+                None => votes.push((first.clone(), p.similarity, vec![p.incident.clone()])),
+            }
+        }
+        let position = |m: &Modality| ordered.iter().position(|x| x == m).unwrap_or(usize::MAX);
+        votes.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| position(&a.0).cmp(&position(&b.0)))
+        });
+        votes.into_iter().next().map(|(m, _, ids)| (m, ids))
+    }
+
+    fn ordered_plan(
+        &self,
+        incident: &Incident,
+        available: &[Modality],
+        replan: Option<&ReplanRequest>,
+        past: &[PastIncident],
+    ) -> Result<Plan, OrchestraError> {
+        let mut ordered: Vec<Modality> = self
+            .order
+            .iter()
+            .filter(|m| available.contains(m))
+            .cloned()
+            .collect();
+        for m in available {
+            if !ordered.contains(m) {
+                ordered.push(m.clone());
+            }
+        }
+        if ordered.is_empty() {
+            return Err(OrchestraError::Invalid(
+                "no modality is available to investigate".into(),
+            ));
+        }
+        let cued = self.cued(incident).filter(|(m, _)| ordered.contains(m));
+        let remembered = match cued {
+            Some(_) => None,
+            None => self.remembered(past, &ordered),
+        };
+        if let Some(m) = cued
+            .as_ref()
+            .map(|(m, _)| m)
+            .or(remembered.as_ref().map(|(m, _)| m))
+        {
+            let m = m.clone();
+            ordered.sort_by_key(|x| *x != m);
+        }
+        let (focus, revision, rationale) = match replan {
+            None => (
+                Vec::new(),
+                0,
+                match (&cued, &remembered) {
+                    (Some((m, word)), _) => format!(
+                        "the alert mentions \"{word}\": {m} first, then the other modalities"
+                    ),
+                    (None, Some((m, ids))) => format!(
+                        "long-term memory: {} similar past incident(s) ({}) were settled first \
+                         by {m}: {m} first, then the other modalities",
+                        ids.len(),
+                        ids.join(", ")
+                    ),
+                    (None, None) => {
+                        "broad signals first (metrics), then where they point (traces, logs)"
+                            .to_string()
+                    }
+                },
+            ),
+            Some(r) => {
+                // Failing modalities go last, so the others get a chance to converge first.
+                ordered.sort_by_key(|m| r.failed.contains(m));
+                (
+                    r.suspects.iter().take(3).cloned().collect(),
+                    r.previous.revision + 1,
+                    format!("re-plan: {}", r.reason),
+                )
+            }
+        };
+        Ok(Plan {
+            subgoals: ordered
+                .into_iter()
+                .map(|m| Subgoal {
+                    goal: goal_for(&m, &focus),
+                    modality: m,
+                    focus: focus.clone(),
+                })
+                .collect(),
+            revision,
+            rationale,
         })
     }
 }
@@ -110,60 +229,17 @@ impl Planner for OrderedPlanner {
         available: &[Modality],
         replan: Option<&ReplanRequest>,
     ) -> Result<Plan, OrchestraError> {
-        let mut ordered: Vec<Modality> = self
-            .order
-            .iter()
-            .filter(|m| available.contains(m))
-            .cloned()
-            .collect();
-        for m in available {
-            if !ordered.contains(m) {
-                ordered.push(m.clone());
-            }
-        }
-        if ordered.is_empty() {
-            return Err(OrchestraError::Invalid(
-                "no modality is available to investigate".into(),
-            ));
-        }
-        let cued = self.cued(incident).filter(|(m, _)| ordered.contains(m));
-        if let Some((m, _)) = &cued {
-            ordered.sort_by_key(|x| x != m);
-        }
-        let (focus, revision, rationale) = match replan {
-            None => (
-                Vec::new(),
-                0,
-                match &cued {
-                    Some((m, word)) => format!(
-                        "the alert mentions \"{word}\": {m} first, then the other modalities"
-                    ),
-                    None => "broad signals first (metrics), then where they point (traces, logs)"
-                        .to_string(),
-                },
-            ),
-            Some(r) => {
-                // Failing modalities go last, so the others get a chance to converge first.
-                ordered.sort_by_key(|m| r.failed.contains(m));
-                (
-                    r.suspects.iter().take(3).cloned().collect(),
-                    r.previous.revision + 1,
-                    format!("re-plan: {}", r.reason),
-                )
-            }
-        };
-        Ok(Plan {
-            subgoals: ordered
-                .into_iter()
-                .map(|m| Subgoal {
-                    goal: goal_for(&m, &focus),
-                    modality: m,
-                    focus: focus.clone(),
-                })
-                .collect(),
-            revision,
-            rationale,
-        })
+        self.ordered_plan(incident, available, replan, &[])
+    }
+
+    async fn plan_with_memory(
+        &self,
+        incident: &Incident,
+        available: &[Modality],
+        replan: Option<&ReplanRequest>,
+        past: &[PastIncident],
+    ) -> Result<Plan, OrchestraError> {
+        self.ordered_plan(incident, available, replan, past)
     }
 }
 
@@ -531,5 +607,63 @@ mod tests {
         assert!(report.confidence > 0.0 && report.confidence <= 1.0);
         let empty = r.reason(&incident(), &[], None).await.unwrap();
         assert_eq!(empty.confidence, 0.0);
+    }
+
+    fn past(id: &str, settled: Vec<Modality>, similarity: f32) -> PastIncident {
+        PastIncident {
+            incident: id.into(),
+            alert: "checkout alert".into(),
+            root_cause: Some("db".into()),
+            settled_by: settled,
+            similarity,
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_leads_the_plan_unless_the_alert_names_a_modality() {
+        let planner = OrderedPlanner::default();
+        let available = [Modality::Metrics, Modality::Traces, Modality::Logs];
+        let quiet = Incident {
+            title: "checkout alert".into(),
+            ..incident()
+        };
+        let memory = [
+            past("a", vec![Modality::Logs, Modality::Traces], 0.9),
+            past("b", vec![Modality::Traces], 0.8),
+            past("c", vec![Modality::Logs], 0.7),
+            // Too dissimilar to count.
+            past("d", vec![Modality::Traces], 0.2),
+            past("e", vec![Modality::Traces], 0.2),
+        ];
+        let plan = planner
+            .plan_with_memory(&quiet, &available, None, &memory)
+            .await
+            .unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Logs);
+        assert!(plan.rationale.contains("(a, c)"), "{}", plan.rationale);
+        // Without memory, the preference order.
+        let plan = planner.plan(&quiet, &available, None).await.unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Metrics);
+        // The alert's own words win over memory.
+        let slow = Incident {
+            title: "checkout latency alert".into(),
+            ..incident()
+        };
+        let plan = planner
+            .plan_with_memory(&slow, &available, None, &memory)
+            .await
+            .unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Traces);
+        // A remembered modality that is not available here is passed over.
+        let plan = planner
+            .plan_with_memory(
+                &quiet,
+                &[Modality::Metrics, Modality::Traces],
+                None,
+                &memory,
+            )
+            .await
+            .unwrap();
+        assert_eq!(plan.subgoals[0].modality, Modality::Traces);
     }
 }

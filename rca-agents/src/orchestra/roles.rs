@@ -77,7 +77,31 @@ pub struct PastAction {
     pub goal: String,
     /// What the explorer did and concluded.
     pub summary: String,
-    /// Cosine similarity to the current subgoal.
+    /// Cosine similarity to the current subgoal (the alert and the goal).
+    pub similarity: f32,
+    /// The incident it was taken for.
+    #[serde(default)]
+    pub incident: String,
+    /// The components it found significant (strongest first), which an explorer may look at
+    /// harder; they are never evidence of the current incident.
+    #[serde(default)]
+    pub components: Vec<String>,
+}
+
+/// A past incident long-term memory offers the planner for a similar alert: what the run
+/// concluded and which modalities settled it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PastIncident {
+    /// The incident's id.
+    pub incident: String,
+    /// Its alert (title, and description when it had one).
+    pub alert: String,
+    /// The component the run named first (`None`: it named none).
+    pub root_cause: Option<String>,
+    /// The modalities whose significant evidence named that component, in the order they
+    /// were explored.
+    pub settled_by: Vec<Modality>,
+    /// Cosine similarity of its alert to the current one.
     pub similarity: f32,
 }
 
@@ -150,6 +174,19 @@ pub trait Planner: Send + Sync {
         available: &[Modality],
         replan: Option<&ReplanRequest>,
     ) -> Result<Plan, OrchestraError>;
+
+    /// As [`Planner::plan`], with the past incidents long-term memory offers for this alert
+    /// (nearest first). The default ignores them.
+    async fn plan_with_memory(
+        &self,
+        incident: &Incident,
+        available: &[Modality],
+        replan: Option<&ReplanRequest>,
+        past: &[PastIncident],
+    ) -> Result<Plan, OrchestraError> {
+        let _ = past;
+        self.plan(incident, available, replan).await
+    }
 }
 
 /// What the controller sees when it decides.

@@ -311,6 +311,8 @@ mod tests {
             onset_error_secs: None,
             truth_type: "x".into(),
             service_rank: rank,
+            explorations: 0,
+            planned_from_memory: false,
         }
     }
 

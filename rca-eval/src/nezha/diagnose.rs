@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use rca_agents::orchestra::{
-    DiagnosisPipeline, IncidentTelemetry, Onset, PipelineConfig, RoleModels, RunRecord,
+    DiagnosisMemory, DiagnosisPipeline, IncidentTelemetry, Onset, PipelineConfig, RoleModels,
+    RunEvent, RunRecord,
 };
 use rca_core::Timestamp;
 use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
@@ -28,6 +29,10 @@ pub struct CaseDiagnosis {
     pub onset: Option<Timestamp>,
     /// Whether the onset was estimated from the telemetry.
     pub onset_estimated: bool,
+    /// How many explorations the run made.
+    pub explorations: usize,
+    /// Whether long-term memory chose the first modality of the plan.
+    pub planned_from_memory: bool,
     /// The whole run (report, evidence, events).
     #[serde(skip)]
     pub record: RunRecord,
@@ -111,13 +116,29 @@ pub async fn diagnose_case(
     config: &PipelineConfig,
     withheld: Option<Withheld>,
 ) -> Result<CaseDiagnosis, NezhaError> {
-    let pipeline = DiagnosisPipeline::over(
+    diagnose_case_with_memory(data, config, withheld, None).await
+}
+
+/// As [`diagnose_case`], reading and writing long-term `memory` when given (the case is
+/// remembered for the cases after it).
+pub async fn diagnose_case_with_memory(
+    data: &CaseData,
+    config: &PipelineConfig,
+    withheld: Option<Withheld>,
+    memory: Option<&mut DiagnosisMemory>,
+) -> Result<CaseDiagnosis, NezhaError> {
+    let mut pipeline = DiagnosisPipeline::over(
         case_telemetry(data, withheld),
         &data.incident,
         RoleModels::default(),
         config.clone(),
     )
     .map_err(|e| NezhaError::Diagnosis(e.to_string()))?;
+    if let Some(memory) = memory {
+        pipeline = pipeline
+            .with_memory(memory)
+            .map_err(|e| NezhaError::Diagnosis(e.to_string()))?;
+    }
     let record = pipeline
         .run(&data.incident)
         .await
@@ -137,6 +158,15 @@ pub async fn diagnose_case(
             .unwrap_or_else(|| "unknown".into()),
         onset: record.onset.map(|o| o.at()),
         onset_estimated: matches!(record.onset, Some(Onset::Estimated(_))),
+        explorations: record
+            .events
+            .iter()
+            .filter(|e| matches!(e, RunEvent::Explored { .. }))
+            .count(),
+        planned_from_memory: record.events.iter().any(|e| {
+            matches!(e, RunEvent::Planned { plan }
+                if plan.revision == 0 && plan.rationale.starts_with("long-term memory"))
+        }),
         record,
     })
 }

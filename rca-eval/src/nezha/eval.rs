@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use rca_agents::orchestra::PipelineConfig;
+use rca_agents::orchestra::{DiagnosisMemory, PipelineConfig};
 
 use super::NezhaError;
-use super::diagnose::{Withheld, diagnose_case};
+use super::diagnose::{Withheld, diagnose_case_with_memory};
 use super::loader::{CaseOptions, DayMetrics, NezhaCase, NezhaDay, discover, load_case};
 
 /// The service of a pod: its name without the two trailing dash-separated parts (the
@@ -75,6 +75,12 @@ pub struct CaseResult {
     /// The true fault type.
     #[serde(skip)]
     pub truth_type: String,
+    /// How many explorations the run made.
+    #[serde(skip)]
+    pub explorations: usize,
+    /// Whether long-term memory chose the plan's first modality.
+    #[serde(skip)]
+    pub planned_from_memory: bool,
     /// 1-based rank of the true service among distinct ranked services (`None`: absent).
     #[serde(skip)]
     pub service_rank: Option<usize>,
@@ -188,6 +194,19 @@ fn run_cases(
     variants: &[(Option<Withheld>, PipelineConfig)],
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Vec<Vec<CaseResult>>, NezhaError> {
+    let mut memories: Vec<Option<DiagnosisMemory>> = vec![None; variants.len()];
+    run_cases_remembering(days, case_options, variants, &mut memories, progress)
+}
+
+/// As [`run_cases`], variant `i` reading and writing `memories[i]` when it is set (shared
+/// across the cases, in case order).
+pub(crate) fn run_cases_remembering(
+    days: &[NezhaDay],
+    case_options: &CaseOptions,
+    variants: &[(Option<Withheld>, PipelineConfig)],
+    memories: &mut [Option<DiagnosisMemory>],
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Vec<CaseResult>>, NezhaError> {
     let runtime = runtime()?;
     let total: usize = days.iter().map(|d| d.cases.len()).sum();
     let mut results: Vec<Vec<CaseResult>> = vec![Vec::with_capacity(total); variants.len()];
@@ -198,9 +217,18 @@ fn run_cases(
             let started = Instant::now();
             let data = load_case(day, &metrics, case, case_options)?;
             let load_secs = started.elapsed().as_secs_f64();
-            for ((withheld, config), out) in variants.iter().zip(results.iter_mut()) {
+            for (((withheld, config), out), memory) in variants
+                .iter()
+                .zip(results.iter_mut())
+                .zip(memories.iter_mut())
+            {
                 let started = Instant::now();
-                let diagnosis = runtime.block_on(diagnose_case(&data, config, *withheld))?;
+                let diagnosis = runtime.block_on(diagnose_case_with_memory(
+                    &data,
+                    config,
+                    *withheld,
+                    memory.as_mut(),
+                ))?;
                 let seconds = load_secs + started.elapsed().as_secs_f64();
                 out.push(case_result(case, diagnosis, seconds));
             }
@@ -223,6 +251,8 @@ fn case_result(case: &NezhaCase, diagnosis: super::CaseDiagnosis, seconds: f64) 
             .onset
             .map(|t| (t.millis() - case.inject_time.millis()) as f64 / 1000.0),
         truth_type: case.truth_type.clone(),
+        explorations: diagnosis.explorations,
+        planned_from_memory: diagnosis.planned_from_memory,
     }
 }
 
@@ -240,6 +270,88 @@ pub(crate) fn run_grid(
         .map(|c| (options.withheld, c.clone()))
         .collect();
     run_cases(&days, &options.case, &variants, progress)
+}
+
+/// One row of the long-term memory comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryRow {
+    /// `cold` (no memory) or `warm` (one memory across the cases, in order, starting empty).
+    pub run: String,
+    /// The scores.
+    pub summary: Summary,
+    /// Mean explorations per case.
+    pub explorations_per_case: f64,
+    /// Cases whose plan's first modality long-term memory chose.
+    pub planned_from_memory: usize,
+    /// Cases whose top candidate differs from the cold run's.
+    pub top_changed: usize,
+}
+
+/// Runs the cases in order without memory (cold) and with one long-term memory that starts
+/// empty and remembers each case for the ones after it (warm), and compares them.
+pub fn memory_effect(
+    root: &Path,
+    options: &EvalOptions,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<MemoryRow>, NezhaError> {
+    let days = selected(root, &options.days)?;
+    let variants = vec![
+        (options.withheld, options.pipeline.clone()),
+        (options.withheld, options.pipeline.clone()),
+    ];
+    let mut memories = vec![None, Some(DiagnosisMemory::in_memory())];
+    let runs = run_cases_remembering(&days, &options.case, &variants, &mut memories, progress)?;
+    let cold_tops: Vec<Option<String>> = runs
+        .first()
+        .map(|cases| {
+            cases
+                .iter()
+                .map(|c| c.ranked_pods.first().cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(["cold", "warm"]
+        .into_iter()
+        .zip(runs)
+        .map(|(name, cases)| {
+            let n = cases.len().max(1) as f64;
+            let explorations = cases.iter().map(|c| c.explorations).sum::<usize>() as f64 / n;
+            let planned = cases.iter().filter(|c| c.planned_from_memory).count();
+            let changed = cases
+                .iter()
+                .zip(&cold_tops)
+                .filter(|(c, top)| c.ranked_pods.first() != top.as_ref())
+                .count();
+            MemoryRow {
+                run: name.to_string(),
+                summary: NezhaReport::from_cases(cases).summary,
+                explorations_per_case: explorations,
+                planned_from_memory: planned,
+                top_changed: changed,
+            }
+        })
+        .collect())
+}
+
+/// The memory comparison as a Markdown table.
+pub fn memory_table(rows: &[MemoryRow]) -> String {
+    let mut out = String::from(
+        "| run | AS@1 | AS@3 | fault-type accuracy | explorations per case | plans led by memory | top candidate changed |\n|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.2} | {} of {} | {} |\n",
+            r.run,
+            r.summary.as1,
+            r.summary.as3,
+            r.summary.fault_type_accuracy,
+            r.explorations_per_case,
+            r.planned_from_memory,
+            r.summary.cases,
+            r.top_changed
+        ));
+    }
+    out
 }
 
 /// Evaluates every case of every day under `root` (the folder holding `rca_data/`) with the
@@ -371,6 +483,8 @@ mod tests {
             onset_error_secs: Some(-30.0),
             truth_type: "return".into(),
             service_rank: rank,
+            explorations: 0,
+            planned_from_memory: false,
         };
         let r = NezhaReport::from_cases(vec![case(Some(1), "return"), case(Some(3), "exception")]);
         assert_eq!(r.summary.as1, 0.5);

@@ -13,10 +13,12 @@ mod loader;
 
 pub use crossval::{Fold, GridPoint, NezhaCrossValidation, cross_validate, default_grid};
 pub use delay::{DelayRow, delay_benchmark, delay_table, inject_delay};
-pub use diagnose::{CaseDiagnosis, Withheld, case_telemetry, diagnose_case};
+pub use diagnose::{
+    CaseDiagnosis, Withheld, case_telemetry, diagnose_case, diagnose_case_with_memory,
+};
 pub use eval::{
-    CaseResult, EvalOptions, NezhaReport, Summary, drop_table, evaluate, markdown_table,
-    modality_drop, service_of,
+    CaseResult, EvalOptions, MemoryRow, NezhaReport, Summary, drop_table, evaluate, markdown_table,
+    memory_effect, memory_table, modality_drop, service_of,
 };
 pub use export::export_case;
 pub use loader::{

@@ -139,9 +139,18 @@ impl ToolLifecycle {
         engine: &dyn TableEngine,
     ) -> Result<Acquisition, LifecycleError> {
         let candidates = self.candidates(&task.description, last_tool).await?;
+        // A relevant tool (one that followed the last tool in successful diagnoses ranks
+        // first), else a graph successor relevant enough, else a new tool.
+        let min_successor = self.selector.policy().min_successor_relevance;
         if let Some(best) = candidates
             .iter()
             .find(|c| c.reason == SelectionReason::Relevant)
+            .or_else(|| {
+                candidates.iter().find(|c| {
+                    matches!(c.reason, SelectionReason::Successor { .. })
+                        && c.relevance >= min_successor
+                })
+            })
         {
             return Ok(Acquisition::Reused {
                 name: best.name.clone(),

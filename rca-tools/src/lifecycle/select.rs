@@ -1,7 +1,7 @@
 //! Choosing stored tools for a task: relevance of the task to each tool's description or to
 //! the tasks it was generated for (embedding cosine, the largest), a minimum-relevance
-//! threshold, ranking by quality (top 5), plus the tool-graph successors of the last tool
-//! used.
+//! threshold, ranking by quality (top 5) with the tool-graph successors of the last tool used
+//! first, plus the successors that are not relevant enough on their own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,14 @@ pub struct SelectionPolicy {
     pub top_k: usize,
     /// How many graph successors of the last tool to add.
     pub max_successors: usize,
+    /// A graph successor that is not relevant enough to be a candidate on its own is still
+    /// reused (instead of generating a tool) when its relevance reaches this.
+    #[serde(default = "default_successor_relevance")]
+    pub min_successor_relevance: f32,
+}
+
+fn default_successor_relevance() -> f32 {
+    0.2
 }
 
 impl Default for SelectionPolicy {
@@ -31,6 +39,7 @@ impl Default for SelectionPolicy {
             min_relevance: 0.35,
             top_k: 5,
             max_successors: 3,
+            min_successor_relevance: default_successor_relevance(),
         }
     }
 }
@@ -61,6 +70,10 @@ pub struct Candidate {
     pub quality: f64,
     /// Why it is offered.
     pub reason: SelectionReason,
+    /// How many times it followed the last tool used in earlier successful diagnoses (0:
+    /// never, or no last tool).
+    #[serde(default)]
+    pub follows: u64,
 }
 
 /// Selects stored tools, caching the embeddings of tool descriptions.
@@ -125,8 +138,9 @@ impl ToolSelector {
             .collect())
     }
 
-    /// The candidates for `task`: relevant tools ranked by quality (then relevance, then
-    /// name), at most `top_k`, followed by up to `max_successors` graph successors of
+    /// The candidates for `task`: relevant tools, those that followed `last_tool` in earlier
+    /// successful diagnoses first (the tool graph), then by quality (then relevance, then
+    /// name), at most `top_k`; followed by up to `max_successors` graph successors of
     /// `last_tool` that are not already listed.
     pub async fn select(
         &self,
@@ -162,6 +176,9 @@ impl ToolSelector {
                 (t.name(), best)
             })
             .collect();
+        let follows: HashMap<String, u64> = last_tool
+            .map(|last| inventory.graph().successors(last).into_iter().collect())
+            .unwrap_or_default();
         let mut relevant: Vec<Candidate> = tools
             .iter()
             .filter_map(|t| {
@@ -171,14 +188,17 @@ impl ToolSelector {
                     relevance: r,
                     quality: t.quality(),
                     reason: SelectionReason::Relevant,
+                    follows: follows.get(t.name()).copied().unwrap_or(0),
                 })
             })
             .collect();
         relevant.sort_by(|a, b| {
-            b.quality
-                .total_cmp(&a.quality)
-                .then(b.relevance.total_cmp(&a.relevance))
-                .then_with(|| a.name.cmp(&b.name))
+            (b.follows > 0).cmp(&(a.follows > 0)).then(
+                b.quality
+                    .total_cmp(&a.quality)
+                    .then(b.relevance.total_cmp(&a.relevance))
+                    .then_with(|| a.name.cmp(&b.name)),
+            )
         });
         relevant.truncate(self.policy.top_k);
         if let Some(last) = last_tool {
@@ -196,6 +216,7 @@ impl ToolSelector {
                             of: last.to_string(),
                             count,
                         },
+                        follows: count,
                         name,
                     })
                 })
@@ -312,6 +333,27 @@ pub(crate) mod tests {
                 count: 2
             }
         );
+    }
+
+    #[tokio::test]
+    async fn a_relevant_tool_that_followed_the_last_one_ranks_first() {
+        let mut inv = inventory();
+        let sel = ToolSelector::new(Arc::new(Words));
+        let task = "count error log lines for each service";
+        // errors_b has the higher quality, but errors_a followed `latency` in successful
+        // diagnoses.
+        inv.record_diagnosis(&["latency".to_string(), "errors_a".to_string()], true);
+        let got = sel.select(&inv, task, Some("latency")).await.unwrap();
+        let names: Vec<&str> = got.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["errors_a", "errors_b"], "{got:?}");
+        assert_eq!(got[0].follows, 1);
+        assert_eq!(got[0].reason, SelectionReason::Relevant);
+        assert_eq!(got[1].follows, 0);
+        // A failed diagnosis teaches the graph nothing.
+        let mut fresh = inventory();
+        fresh.record_diagnosis(&["latency".to_string(), "errors_a".to_string()], false);
+        let got = sel.select(&fresh, task, Some("latency")).await.unwrap();
+        assert_eq!(got[0].name, "errors_b");
     }
 
     #[tokio::test]

@@ -313,6 +313,31 @@ async fn lifecycle_reuses_tools_records_runs_and_persists() {
             .any(|c| c.name == "latency_percentiles_per_operation_spans")
     );
 
+    // With nothing relevant enough on its own, the successor of the last tool is reused
+    // instead of generating a tool; without a last tool, one is generated.
+    let strict = ToolLifecycle::new(
+        lifecycle.inventory().unwrap(),
+        ToolSelector::new(Arc::new(Words)).with_policy(SelectionPolicy {
+            min_relevance: 1.1,
+            min_successor_relevance: 0.0,
+            ..SelectionPolicy::default()
+        }),
+        ToolForge::new(Arc::new(TemplatePolicy), Arc::new(TemplatePolicy)),
+    );
+    let task = ToolTask::new("p99 of slow calls", Some(window()));
+    let got = strict
+        .acquire(&task, Some(&name), t.as_ref())
+        .await
+        .unwrap();
+    match &got {
+        Acquisition::Reused { name, .. } => {
+            assert_eq!(name, "latency_percentiles_per_operation_spans")
+        }
+        other => panic!("the successor is reused: {other:?}"),
+    }
+    let got = strict.acquire(&task, None, t.as_ref()).await.unwrap();
+    assert!(!matches!(got, Acquisition::Reused { .. }), "{got:?}");
+
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tools.json");
     lifecycle.save(&path).unwrap();
