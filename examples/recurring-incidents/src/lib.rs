@@ -140,9 +140,14 @@ impl Case {
         self.dir.join(&self.file.incident_dir)
     }
 
-    /// The facts a run starts from: the alert's component and the time the alert fired
-    /// (the start of the incident window).
+    /// The facts a run starts from: the alert's component and the start of the alert's
+    /// look-back ([`ALERT_LOOK_BACK_MILLIS`] before it fired, or the window's start if that
+    /// is later).
     pub fn facts(&self, incident: &Incident) -> BTreeMap<String, serde_json::Value> {
+        let alert_start = incident
+            .detected_at
+            .offset_millis(-ALERT_LOOK_BACK_MILLIS)
+            .max(incident.window.start);
         BTreeMap::from([
             (
                 "component".to_string(),
@@ -150,11 +155,16 @@ impl Case {
             ),
             (
                 "alert_start".to_string(),
-                serde_json::json!(incident.window.start.to_string()),
+                serde_json::json!(alert_start.to_string()),
             ),
         ])
     }
 }
+
+/// How far back an alert looks when it fires: alert rules judge a recent range (five minutes
+/// is the common default of Prometheus-style rules), so "since the alert" in a guide means
+/// since the start of that range.
+pub const ALERT_LOOK_BACK_MILLIS: i64 = 5 * 60_000;
 
 /// The suite's own `cases/` folder.
 pub fn default_cases_dir() -> PathBuf {

@@ -180,15 +180,27 @@ fn expected_answers_are_the_nezha_fault_list() {
             "{}",
             case.name
         );
-        // The bundled incident window opens at the injection.
+        // The bundled incidents follow the alert protocol: the window holds the injection
+        // but does not open at it, the alert fires 60-300 s after it, and the onset is not
+        // stated.
         let rec = recorded(&default_cases_dir(), &case.name).unwrap();
-        let start = rec.incident.window.start.to_string();
-        let inject = fault["inject_time"].as_str().unwrap().replace(' ', "T");
+        let inject_time = fault["inject_time"].as_str().unwrap().replace(' ', "T") + "Z";
+        let inject = rca_core::Timestamp::parse_rfc3339(&inject_time)
+            .unwrap()
+            .millis();
+        let window = rec.incident.window;
         assert!(
-            start.starts_with(&inject),
-            "{}: {start} vs {inject}",
+            window.start.millis() < inject && inject < window.end.millis(),
+            "{}: {window} holds {inject}",
             case.name
         );
+        let lag = rec.incident.detected_at.millis() - inject;
+        assert!(
+            (60_000..=300_000).contains(&lag),
+            "{}: lag {lag}",
+            case.name
+        );
+        assert!(rec.incident.onset.is_none(), "{}", case.name);
     }
 }
 
@@ -223,7 +235,10 @@ async fn each_status_prompt_holds_only_its_own_instructions_and_tools() {
     let (incident, stub) =
         replay_tools(&root, &case.name, &case.name, StubFallback::Error).unwrap();
     let pod = &case.file.alert.component;
-    let since = incident.window.start.to_string();
+    let since = case.facts(&incident)["alert_start"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Canned turns written for this test: a model following the CPU guide.
     let model = ScriptedModel::from_texts(
         "scripted-state-contexts",
@@ -420,7 +435,10 @@ async fn a_hindsight_hint_changes_the_next_action() {
     // the run in a different status with the lesson (the hint's action is pending) and shows
     // the hint; each run's next canned turn checks the prompt it gets before answering.
     let pod = case.file.alert.component.clone();
-    let since = incident.window.start.to_string();
+    let since = case.facts(&incident)["alert_start"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let common = || {
         vec![
             ScriptedTurn::Text(decision(
@@ -516,7 +534,10 @@ async fn a_replay_reproduces_a_live_run_exactly() {
     let case = find_case(&cases, "exception").unwrap();
     let (incident, live) = live_tools(case).await.unwrap();
     let pod = case.file.alert.component.clone();
-    let since = incident.window.start.to_string();
+    let since = case.facts(&incident)["alert_start"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Canned turns written for this test, served to the live run and to the replay alike.
     let turns = || {
         [

@@ -26,6 +26,16 @@ fn alert_of(incident: &Incident) -> String {
     }
 }
 
+/// What makes two pieces of evidence the same finding.
+fn evidence_key(e: &Evidence) -> (Modality, String, String, i64) {
+    (
+        e.modality.clone(),
+        e.component.clone(),
+        e.finding.clone(),
+        e.observed_at.millis(),
+    )
+}
+
 /// The strings of a JSON array (none when it is not one).
 fn strings(value: &serde_json::Value) -> Vec<String> {
     value
@@ -614,6 +624,8 @@ impl Orchestrator {
         }
         let mut events = Vec::new();
         let mut evidence: Vec<Evidence> = Vec::new();
+        let mut seen: std::collections::HashSet<(Modality, String, String, i64)> =
+            Default::default();
         let mut significance: std::collections::BTreeMap<Modality, f64> = Default::default();
         let recalled = self.recall(incident).await;
         if !recalled.is_empty() {
@@ -712,7 +724,13 @@ impl Orchestrator {
                                     })
                                     .await
                                     .map_err(|e| OrchestraError::Memory(e.to_string()))?;
-                                evidence.extend(found.evidence.iter().cloned());
+                                // A re-run (retry, re-plan) finds much the same again; each
+                                // finding counts once.
+                                for e in &found.evidence {
+                                    if seen.insert(evidence_key(e)) {
+                                        evidence.push(e.clone());
+                                    }
+                                }
                             }
                             events.push(RunEvent::Explored {
                                 explorer: explorer.name().to_string(),
@@ -1136,6 +1154,14 @@ mod tests {
         // never share two modalities, so the run ends on the re-plan budget, not a conclusion.
         assert!(matches!(run.decision, Some(Decision::Escalate { .. })));
         assert!(run.report.confidence < 0.9);
+        // The logs explorer ran once per plan and found the same each time: it counts once.
+        assert!(logs.seen.lock().unwrap().len() >= 2);
+        let cache: Vec<&Evidence> = run
+            .evidence
+            .iter()
+            .filter(|e| e.component == "cache")
+            .collect();
+        assert_eq!(cache.len(), 1, "{cache:?}");
     }
 
     #[tokio::test]

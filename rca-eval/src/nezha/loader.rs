@@ -317,7 +317,9 @@ fn minute_files(dir: &Path, kind: &str, from: Timestamp, to: Timestamp) -> Vec<P
 }
 
 /// The minutes `[from, to]` of the latest unbroken run of per-minute files (`HH_MM<kind>`) in
-/// `dir` that ends at most one minute after `at`'s minute.
+/// `dir` that began by `at`'s minute, cut at one minute after it (a file is named by the
+/// minute its content ends in). A run that only begins after `at`'s minute (the next fault's
+/// files, whose first lines may precede `at` by seconds) is not this incident's data.
 fn latest_run(dir: &Path, kind: &str, at: Timestamp) -> Option<(Timestamp, Timestamp)> {
     let present: std::collections::BTreeSet<i64> = list_files(dir, kind)
         .ok()?
@@ -334,11 +336,17 @@ fn latest_run(dir: &Path, kind: &str, at: Timestamp) -> Option<(Timestamp, Times
     let at_minute = i64::from(h) * 60 + i64::from(m);
     // The data set keeps about three minutes around each fault, so the run may end before
     // a late alert.
-    let last = *present.range(..=at_minute + 1).next_back()?;
-    let mut first = last;
-    while present.contains(&(first - 1)) {
-        first -= 1;
-    }
+    let mut last = *present.range(..=at_minute + 1).next_back()?;
+    let (first, last) = loop {
+        let mut first = last;
+        while present.contains(&(first - 1)) {
+            first -= 1;
+        }
+        if first <= at_minute {
+            break (first, last);
+        }
+        last = *present.range(..first).next_back()?;
+    };
     // Timestamps of those minutes on `at`'s day.
     let day_start = at.offset_millis(-(at_minute * 60_000) - at.millis().rem_euclid(60_000));
     Some((
@@ -579,4 +587,33 @@ pub fn load_case(
         metrics: metric_samples,
         report,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_run_is_the_one_that_began_by_the_alert() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["09_25", "09_26", "09_27", "09_30", "09_31"] {
+            std::fs::write(dir.path().join(format!("{name}_trace.csv")), "").unwrap();
+        }
+        let at = |t: &str| Timestamp::parse_rfc3339(&format!("2023-01-29T{t}Z")).unwrap();
+        let run = |t: &str| {
+            latest_run(dir.path(), "_trace", at(t)).map(|(a, b)| (a.to_string(), b.to_string()))
+        };
+        let minutes = |a: &str, b: &str| {
+            Some((
+                format!("2023-01-29T{a}:00.000Z"),
+                format!("2023-01-29T{b}:00.000Z"),
+            ))
+        };
+        // The next run's first file ends a minute after the alert and holds a few seconds
+        // before it: still the earlier run.
+        assert_eq!(run("09:29:36"), minutes("09:25", "09:27"));
+        assert_eq!(run("09:26:10"), minutes("09:25", "09:27"));
+        assert_eq!(run("09:30:40"), minutes("09:30", "09:31"));
+        assert_eq!(run("09:24:10"), None);
+    }
 }
