@@ -87,6 +87,23 @@ impl NezhaArgs {
     }
 }
 
+/// With `--write-docs`, writes `table` into that file's `section`, naming the command that
+/// produced it (`rca eval nezha DIR [--day D]... FLAGS --write-docs FILE`).
+fn write_docs(args: &NezhaArgs, section: &str, flags: &str, table: &str) -> Result<()> {
+    let Some(path) = &args.write_docs else {
+        return Ok(());
+    };
+    let days: String = args.days.iter().map(|d| format!(" --day {d}")).collect();
+    let command = format!(
+        "rca eval nezha {}{days} {flags} --write-docs {}",
+        args.dir.display(),
+        path.display()
+    );
+    rca_eval::docs::write_section(path, section, &command, table)?;
+    eprintln!("updated {}", path.display());
+    Ok(())
+}
+
 /// Runs `rca eval nezha`.
 pub fn run(args: NezhaArgs) -> Result<()> {
     if let (Some(id), Some(out)) = (&args.export, &args.out) {
@@ -127,23 +144,9 @@ pub fn run(args: NezhaArgs) -> Result<()> {
         } else {
             println!("{table}");
         }
-        if let Some(path) = &args.write_docs {
-            let delays: Vec<String> = args.injected_delays.iter().map(u64::to_string).collect();
-            let command = format!(
-                "rca eval nezha {}{} --network-delay {} --seed {} --write-docs {}",
-                args.dir.display(),
-                args.days
-                    .iter()
-                    .map(|d| format!(" --day {d}"))
-                    .collect::<String>(),
-                delays.join(","),
-                args.seed,
-                path.display()
-            );
-            rca_eval::docs::write_section(path, "nezha-network-delay", &command, &table)?;
-            eprintln!("updated {}", path.display());
-        }
-        return Ok(());
+        let delays: Vec<String> = args.injected_delays.iter().map(u64::to_string).collect();
+        let flags = format!("--network-delay {} --seed {}", delays.join(","), args.seed);
+        return write_docs(&args, "nezha-network-delay", &flags, &table);
     }
     if args.memory {
         let rows = nezha::memory_effect(&args.dir, &options, &mut progress)
@@ -154,52 +157,26 @@ pub fn run(args: NezhaArgs) -> Result<()> {
         } else {
             println!("{table}");
         }
-        if let Some(path) = &args.write_docs {
-            let protocol = args.case_options().protocol;
-            let command = format!(
-                "rca eval nezha {}{} --protocol {protocol} --memory --write-docs {}",
-                args.dir.display(),
-                args.days
-                    .iter()
-                    .map(|d| format!(" --day {d}"))
-                    .collect::<String>(),
-                path.display()
-            );
-            rca_eval::docs::write_section(
-                path,
-                &format!("nezha-{protocol}-memory"),
-                &command,
-                &table,
-            )?;
-            eprintln!("updated {}", path.display());
-        }
-        return Ok(());
+        let protocol = args.case_options().protocol;
+        return write_docs(
+            &args,
+            &format!("nezha-{protocol}-memory"),
+            &format!("--protocol {protocol} --memory"),
+            &table,
+        );
     }
     if args.modality_drop {
         let rows = nezha::modality_drop(&args.dir, &options, &mut progress)
             .with_context(|| format!("evaluating {}", args.dir.display()))?;
         let table = nezha::drop_table(&rows);
         println!("{table}");
-        if let Some(path) = &args.write_docs {
-            let protocol = args.case_options().protocol;
-            let command = format!(
-                "rca eval nezha {}{} --protocol {protocol} --modality-drop --write-docs {}",
-                args.dir.display(),
-                args.days
-                    .iter()
-                    .map(|d| format!(" --day {d}"))
-                    .collect::<String>(),
-                path.display()
-            );
-            rca_eval::docs::write_section(
-                path,
-                &format!("nezha-{protocol}-drop"),
-                &command,
-                &table,
-            )?;
-            eprintln!("updated {}", path.display());
-        }
-        return Ok(());
+        let protocol = args.case_options().protocol;
+        return write_docs(
+            &args,
+            &format!("nezha-{protocol}-drop"),
+            &format!("--protocol {protocol} --modality-drop"),
+            &table,
+        );
     }
     let report = nezha::evaluate(&args.dir, &options, &mut progress)
         .with_context(|| format!("evaluating {}", args.dir.display()))?;

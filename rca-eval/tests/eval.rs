@@ -451,7 +451,10 @@ fn injected_network_delay_is_found() {
     assert!(rows[1].as1 > rows[0].as1 + 0.1, "{rows:?}");
     // The trace analyzer names the delayed pod in a call-gap finding in most windows.
     assert!(rows[1].gap_found >= 0.5, "{rows:?}");
-    assert_eq!(rows[0].gap_found, 0.0, "{rows:?}");
+    // Without a delay a call gap at the drawn pod is rare (the real minutes may hold one by
+    // chance: one window in 28 on the development day).
+    assert!(rows[0].gap_found <= 0.1, "{rows:?}");
+    assert!(rows[1].gap_found >= rows[0].gap_found + 0.4, "{rows:?}");
 }
 
 /// What the 200 ms row reaches (`rca eval nezha ... --network-delay`), minus a margin.
