@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rca_core::StoreError;
 use rca_core::embed::Embedder;
 use rca_core::memory::LongTermMemory;
-use rca_llm::{HashingConfig, HashingEmbedder};
+use rca_llm::HashingEmbedder;
 
 use crate::memory::{DiskLongTermMemory, InMemoryLongTermMemory};
 
@@ -41,12 +41,12 @@ impl DiagnosisMemory {
             dir: None,
             incidents: Arc::new(InMemoryLongTermMemory::new()),
             explorers: BTreeMap::new(),
-            embedder: Arc::new(HashingEmbedder::new(HashingConfig::default())),
+            embedder: Arc::new(HashingEmbedder::default()),
         }
     }
 
     /// Memory in the folder `dir` (created when missing): `incidents.json` and one
-    /// `<explorer>.json` per explorer, each a versioned [`DiskLongTermMemory`] file rewritten
+    /// `explorer-<name>.json` per explorer, each a versioned [`DiskLongTermMemory`] file rewritten
     /// atomically on every insert. Texts are embedded with the hashing embedder.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
@@ -58,7 +58,7 @@ impl DiagnosisMemory {
             dir: Some(dir),
             incidents,
             explorers: BTreeMap::new(),
-            embedder: Arc::new(HashingEmbedder::new(HashingConfig::default())),
+            embedder: Arc::new(HashingEmbedder::default()),
         })
     }
 

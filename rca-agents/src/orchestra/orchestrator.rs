@@ -36,18 +36,6 @@ fn evidence_key(e: &Evidence) -> (Modality, String, String, i64) {
     )
 }
 
-/// The strings of a JSON array (none when it is not one).
-fn strings(value: &serde_json::Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Limits of one orchestrated run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OrchestratorConfig {
@@ -498,7 +486,8 @@ impl Orchestrator {
                         .as_str()
                         .unwrap_or_default()
                         .to_string(),
-                    components: strings(&entry.payload["components"]),
+                    components: serde_json::from_value(entry.payload["components"].clone())
+                        .unwrap_or_default(),
                 })
                 .collect(),
             Err(e) => {
@@ -552,10 +541,15 @@ impl Orchestrator {
         let Some(vector) = self.embed_one(&alert_of(incident)).await else {
             return Vec::new();
         };
-        match memory.nearest(&vector, self.config.past_incidents).await {
+        // One more than wanted: the incident itself may be remembered from an earlier run.
+        match memory
+            .nearest(&vector, self.config.past_incidents + 1)
+            .await
+        {
             Ok(hits) => hits
                 .into_iter()
                 .filter(|(entry, _)| entry.payload["incident"].as_str() != Some(&incident.id))
+                .take(self.config.past_incidents)
                 .map(|(entry, similarity)| PastIncident {
                     incident: entry.payload["incident"]
                         .as_str()
