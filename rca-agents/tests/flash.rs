@@ -465,3 +465,88 @@ async fn lessons_are_collected_from_failed_runs_and_deduplicated() {
         .unwrap();
     assert_eq!(run.answer.as_deref(), Some("connection pool exhausted"));
 }
+
+/// Without a model: the rule reviewer takes the failing step's tool and the pattern that
+/// ended it as the trigger, and a known guide's check for the verdict's fault as the hint;
+/// the next run of the same incident follows it and is right.
+#[tokio::test]
+async fn a_rule_reviewer_learns_from_a_failed_run_without_a_model() {
+    use rca_agents::flash::{RuleReviewer, Verdict, learn, parse_tsg};
+    let guide = "## Look at the logs\nAction: get_logs {\"component\": \"{component}\"}\n\
+                 If `saturated`: conclude \"pool_exhausted: the pool of {component} is full\"\n\
+                 If `no lines`: conclude \"quiet: {component} logged nothing\"\n";
+    let known = "## Check the pool\nAction: get_metrics {\"component\": \"{component}\", \"metric\": \"pool\"}\n\
+                 If `saturated`: conclude \"pool_exhausted: the pool of {component} is full\"\n";
+    let answers = [
+        ("get_logs", "orders/", "no lines in window"),
+        (
+            "get_metrics",
+            "orders/pool",
+            "pool saturated: 100/100 in use",
+        ),
+    ];
+    let failed = FlashAgent::new(Arc::new(RulePolicy), tools(&answers))
+        .run(&incident(), guide, facts())
+        .await
+        .unwrap();
+    assert_eq!(
+        failed.answer.as_deref(),
+        Some("quiet: orders logged nothing")
+    );
+    let verdict = Verdict::new("pool_exhausted", "orders");
+    assert!(!verdict.accepts(failed.answer.as_deref()));
+    let reviewer = RuleReviewer::new(vec![parse_tsg(known).unwrap()]);
+    let mut base = HindsightBase::new();
+    let lesson = learn(&reviewer, Some(&Letters), &mut base, &failed, &verdict)
+        .await
+        .unwrap()
+        .expect("a lesson");
+    assert_eq!(lesson.trigger.tool.as_deref(), Some("get_logs"));
+    assert_eq!(
+        lesson.trigger.observation_pattern.as_deref(),
+        Some("no lines")
+    );
+    let suggested = lesson.hint.suggested_action.clone().unwrap();
+    assert_eq!(suggested.tool, "get_metrics");
+    assert_eq!(suggested.args["metric"], "pool");
+    assert_eq!(
+        suggested.args["component"], "{component}",
+        "no incident's names"
+    );
+    assert!(!lesson.embedding.is_empty());
+    // The same failure again teaches nothing new.
+    assert!(
+        learn(&reviewer, Some(&Letters), &mut base, &failed, &verdict)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The next run of the incident gets the lesson and is right; a right run teaches nothing.
+    let next = FlashAgent::new(Arc::new(RulePolicy), tools(&answers))
+        .with_hindsight(base.clone())
+        .run(&incident(), guide, facts())
+        .await
+        .unwrap();
+    assert!(verdict.accepts(next.answer.as_deref()), "{:?}", next.answer);
+    assert!(
+        learn(&reviewer, None, &mut base, &next, &verdict)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A guide that knows no check for the fault gives nothing to learn.
+    let ignorant = RuleReviewer::new(Vec::new());
+    let unknown = Verdict::new("disk_full", "orders");
+    assert!(
+        learn(
+            &ignorant,
+            None,
+            &mut HindsightBase::new(),
+            &failed,
+            &unknown
+        )
+        .await
+        .unwrap()
+        .is_none()
+    );
+}

@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rca_agents::flash::{FlashAgent, FlashPolicy, FlashRun, HindsightBase, RulePolicy};
+use rca_agents::flash::{
+    FlashAgent, FlashPolicy, FlashRun, HindsightBase, Reviewer, RulePolicy, Verdict, parse_tsg,
+};
 use rca_core::Incident;
 use rca_core::tool::{ToolRegistry, ToolSpec};
 use rca_llm::redact::Redactor;
@@ -23,6 +25,9 @@ use rca_tools::incident_dir::IncidentDir;
 use rca_tools::stub::{StubFallback, StubWriter, ToolRecorder, ToolStub, read_stub};
 use rca_tools::tools::IncidentTools;
 use serde::{Deserialize, Serialize};
+
+/// The suite's hindsight base (written by `recurring-incidents learn`).
+pub const HINDSIGHT_FILE: &str = "hindsight.json";
 
 /// The folder of a case that holds its recordings.
 pub const RECORDINGS_DIR: &str = "recordings";
@@ -342,5 +347,78 @@ pub fn comparable_steps(run: &FlashRun) -> Vec<ComparableStep> {
                 s.error.clone(),
             )
         })
+        .collect()
+}
+
+impl Case {
+    /// The host's verdict on this incident: its fault type about its pod.
+    pub fn verdict(&self) -> Verdict {
+        Verdict::new(&self.expected.fault_type, &self.expected.pod)
+    }
+}
+
+/// One run of [`learn`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LearnedRun {
+    /// The incident (case name).
+    pub case: String,
+    /// The guide followed (case name).
+    pub guide: String,
+    /// The run's answer.
+    pub answer: Option<String>,
+    /// Whether the case's verdict accepts it.
+    pub solved: bool,
+    /// How many lessons were offered to the run (the base so far).
+    pub lessons_before: usize,
+    /// The hint of the lesson the failure taught, when one was added.
+    pub lesson: Option<String>,
+}
+
+/// Collects hindsight on the suite: every case under every guide, in order, with the
+/// deterministic policy, the live tools and the lessons collected so far. A run whose answer
+/// the case's verdict rejects is reviewed by `reviewer`, and its lesson (if any, and not a
+/// duplicate) joins `base` for the runs after it.
+pub async fn learn(
+    cases: &[Case],
+    reviewer: &dyn Reviewer,
+    base: &mut HindsightBase,
+) -> Result<Vec<LearnedRun>, SuiteError> {
+    let mut out = Vec::new();
+    for case in cases {
+        let verdict = case.verdict();
+        for guide in cases {
+            let (incident, tools) = live_tools(case).await?;
+            let lessons_before = base.lessons().len();
+            let run = run_case(
+                case,
+                guide,
+                &incident,
+                Arc::new(RulePolicy),
+                tools,
+                base.clone(),
+            )
+            .await?;
+            let solved = verdict.accepts(run.answer.as_deref());
+            let lesson = rca_agents::flash::learn(reviewer, None, base, &run, &verdict)
+                .await?
+                .map(|l| l.hint.text);
+            out.push(LearnedRun {
+                case: case.name.clone(),
+                guide: guide.name.clone(),
+                answer: run.answer,
+                solved,
+                lessons_before,
+                lesson,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The suite's guides as plans (what a rule reviewer knows).
+pub fn guide_plans(cases: &[Case]) -> Result<Vec<rca_agents::flash::DiagnosisPlan>, SuiteError> {
+    cases
+        .iter()
+        .map(|c| parse_tsg(&c.guide).map_err(SuiteError::from))
         .collect()
 }

@@ -5,7 +5,11 @@
 //! recurring-incidents [--cases DIR] record [--out DIR]
 //! recurring-incidents [--cases DIR] run <case> [--guide <case>] [--live]
 //! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]
+//! recurring-incidents [--cases DIR] learn [--out FILE]
 //! ```
+//! `learn` collects hindsight: every case under every guide in order (deterministic policy,
+//! live tools, the lessons so far); each failed run is reviewed by the rule reviewer and its
+//! lesson written to `FILE` (default: the package's `hindsight.json`, which is so produced).
 //! `--cases` points at another suite folder (default: the package's `cases/`). `eval-nezha`
 //! exports every Nezha case whose fault type has a guide in the suite, lets the alert name the
 //! injected pod, and runs every guide on it with the deterministic policy and live tools.
@@ -16,17 +20,17 @@
 //! from the recordings unless `--live`. `RCA_OPENAI_API_KEY` is sent as a bearer token when
 //! set; `RCA_HINDSIGHT=path.json` loads a hindsight knowledge base.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use example_recurring_incidents as suite;
-use rca_agents::flash::{FlashPolicy, HindsightBase, ModelPolicy, RulePolicy};
+use rca_agents::flash::{FlashPolicy, HindsightBase, ModelPolicy, RulePolicy, RuleReviewer};
 use rca_core::llm::{ChatModel, CompletionRequest, Message};
 use rca_tools::stub::StubFallback;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]";
+const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE] | learn [--out FILE]";
 
 /// The model named by the environment, if any.
 fn model_from_env() -> Result<Option<Arc<dyn ChatModel>>, Error> {
@@ -140,6 +144,31 @@ async fn main() -> Result<(), Error> {
                 case.expected.fault_type,
                 case.expected.pod,
                 case.expected.source
+            );
+        }
+        Some("learn") => {
+            let out = flag_value(&args, "--out").map_or_else(
+                || Path::new(env!("CARGO_MANIFEST_DIR")).join(suite::HINDSIGHT_FILE),
+                PathBuf::from,
+            );
+            let reviewer = RuleReviewer::new(suite::guide_plans(&cases)?);
+            let mut base = HindsightBase::new();
+            for r in suite::learn(&cases, &reviewer, &mut base).await? {
+                eprintln!(
+                    "{:16} under {:16} {}{}",
+                    r.case,
+                    r.guide,
+                    if r.solved { "solved" } else { "failed" },
+                    r.lesson
+                        .map(|l| format!("; lesson: {l}"))
+                        .unwrap_or_default()
+                );
+            }
+            base.save(&out)?;
+            eprintln!(
+                "wrote {} lesson(s) to {}",
+                base.lessons().len(),
+                out.display()
             );
         }
         Some("eval-nezha") => {

@@ -195,7 +195,8 @@ hint (what to avoid and what to do instead, optionally the action to take). Answ
 
 /// Asks `model` for a lesson from a failed run (its trajectory as JSON text) and the correct
 /// answer, embeds the hint with `embedder`, and adds it to `base` unless it is a duplicate.
-/// Returns the lesson when one was added.
+/// Returns the lesson when one was added. ([`super::review::ModelReviewer`] is the same
+/// review behind the [`super::review::Reviewer`] trait.)
 pub async fn collect_lesson(
     model: &dyn ChatModel,
     embedder: &dyn Embedder,
@@ -203,6 +204,30 @@ pub async fn collect_lesson(
     trajectory: &str,
     correct_answer: &str,
 ) -> Result<Option<Lesson>, FlashError> {
+    let Some((trigger, hint)) = model_lesson(model, trajectory, correct_answer).await? else {
+        return Ok(None);
+    };
+    let embedding = embedder
+        .embed(std::slice::from_ref(&hint.text))
+        .await
+        .map_err(|e| FlashError::Model(e.to_string()))?
+        .pop()
+        .unwrap_or_default();
+    let lesson = Lesson {
+        trigger,
+        hint,
+        embedding,
+    };
+    Ok(base.add(lesson.clone()).then_some(lesson))
+}
+
+/// The model's lesson (trigger and hint) from a failed run's trajectory and the correct
+/// answer; `None` when it says nothing can be learned.
+pub(crate) async fn model_lesson(
+    model: &dyn ChatModel,
+    trajectory: &str,
+    correct_answer: &str,
+) -> Result<Option<(Trigger, Hint)>, FlashError> {
     let request = CompletionRequest::new(vec![
         Message::system(COLLECT_SYSTEM),
         Message::user(format!(
@@ -229,18 +254,7 @@ pub async fn collect_lesson(
     }
     let answer: Answer = serde_json::from_value(value)
         .map_err(|e| FlashError::Model(format!("lesson does not fit the schema: {e}")))?;
-    let embedding = embedder
-        .embed(std::slice::from_ref(&answer.hint.text))
-        .await
-        .map_err(|e| FlashError::Model(e.to_string()))?
-        .pop()
-        .unwrap_or_default();
-    let lesson = Lesson {
-        trigger: answer.trigger,
-        hint: answer.hint,
-        embedding,
-    };
-    Ok(base.add(lesson.clone()).then_some(lesson))
+    Ok(Some((answer.trigger, answer.hint)))
 }
 
 #[cfg(test)]

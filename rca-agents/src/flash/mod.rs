@@ -7,6 +7,8 @@
 //! - [`memory`]: the global working memory shared across steps (facts, plan, step results).
 //! - [`hindsight`]: a persisted knowledge base of trigger -> hint lessons, injected when a
 //!   trigger matches, collected automatically from failed runs.
+//! - [`review`]: reviewers that write a lesson from a failed run and the host's verdict (a
+//!   model, or rules over the failing step and the known guides).
 //! - [`agent`]: the loop (status reasoning, context generation, decision, action, reflection)
 //!   with a model-backed or a deterministic policy.
 //!
@@ -15,6 +17,7 @@
 pub mod agent;
 pub mod hindsight;
 pub mod memory;
+pub mod review;
 pub mod state;
 pub mod tsg;
 
@@ -23,6 +26,7 @@ pub use agent::{
 };
 pub use hindsight::{HindsightBase, Hint, Lesson, Trigger};
 pub use memory::GlobalMemory;
+pub use review::{ModelReviewer, Reviewer, RuleReviewer, Verdict, learn};
 pub use state::FlashState;
 pub use tsg::{Branch, DiagnosisPlan, PlanStep, PlannedAction, parse_tsg};
 
