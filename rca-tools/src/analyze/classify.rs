@@ -77,6 +77,7 @@ impl FaultTaxonomy {
                     labels[2],
                     &[
                         "path_dropped:*",
+                        "path_appeared:*",
                         "template_shift",
                         "transition:fell",
                         "transition:grew",

@@ -81,6 +81,13 @@ pub enum Signal {
         /// The operation or call that dropped.
         event: String,
     },
+    /// Something the baseline never showed the component do (an operation, a call to a peer)
+    /// happens repeatedly: a request now takes a path it did not take before (an error
+    /// handler, a fallback, a retry).
+    PathAppeared {
+        /// The operation or call that appeared.
+        event: String,
+    },
     /// The component is the deepest anomalous component on its call paths: its callers'
     /// anomalies are explained by it.
     Blame,
@@ -144,6 +151,7 @@ impl Signal {
             Signal::CallGap { peer } => format!("call_gap:{peer}"),
             Signal::ErrorRate { operation } => format!("error_rate:{operation}"),
             Signal::PathDropped { event } => format!("path_dropped:{event}"),
+            Signal::PathAppeared { event } => format!("path_appeared:{event}"),
             Signal::Blame => "blame".to_string(),
             Signal::ErrorBurst => "error_burst".to_string(),
             Signal::NewTemplate { error, .. } => {

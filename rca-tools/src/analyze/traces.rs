@@ -270,6 +270,7 @@ impl TraceAnalyzer {
                 t.first = Some(t.first.map_or(s.start, |f| f.min(s.start)));
                 ct.1 += 1;
                 op_ev.cur += 1;
+                op_ev.first = Some(op_ev.first.map_or(s.start, |f| f.min(s.start)));
             } else {
                 t.base += 1;
                 t.base_err += usize::from(s.error);
@@ -290,6 +291,7 @@ impl TraceAnalyzer {
                         .or_default();
                     if cur {
                         call.cur += 1;
+                        call.first = Some(call.first.map_or(s.start, |f| f.min(s.start)));
                     } else {
                         call.base += 1;
                     }
@@ -401,6 +403,27 @@ impl TraceAnalyzer {
                 continue;
             }
             for (event, t) in evs {
+                if t.base == 0 && t.cur >= self.min_current {
+                    let z = proportion_z(0.0, na as f64, t.cur as f64, nb as f64);
+                    if z >= self.min_z {
+                        out.push(Finding {
+                            modality: Modality::Traces,
+                            observed_at: t.first.unwrap_or(start),
+                            component: component.to_string(),
+                            signal: Signal::PathAppeared {
+                                event: event.clone(),
+                            },
+                            summary: format!(
+                                "{component}: {event} appeared in {}/{nb} of its spans, never in \
+                                 the {na} of the baseline (z {})",
+                                t.cur,
+                                fmt_num(z)
+                            ),
+                            score: z,
+                        });
+                    }
+                    continue;
+                }
                 if t.base < self.min_baseline {
                     continue;
                 }
@@ -613,6 +636,52 @@ mod tests {
         assert!(
             f.iter()
                 .any(|x| x.component == "front" && matches!(x.signal, Signal::ErrorRate { .. }))
+        );
+    }
+
+    #[test]
+    fn a_path_the_baseline_never_took_is_reported_and_a_rare_one_is_not() {
+        // In the current window every request of mid goes through an error handler.
+        let mut spans = traces(false);
+        for i in 20..40 {
+            let mut handler = span(i, "e", Some("b"), "mid", i as i64, 300);
+            handler.operation = "ErrorHandler".into();
+            spans.push(handler);
+        }
+        let f = TraceAnalyzer::default().analyze(&spans, &window());
+        let appeared: Vec<(&str, &Signal)> = f
+            .iter()
+            .filter(|x| matches!(x.signal, Signal::PathAppeared { .. }))
+            .map(|x| (x.component.as_str(), &x.signal))
+            .collect();
+        assert_eq!(
+            appeared,
+            [(
+                "mid",
+                &Signal::PathAppeared {
+                    event: "operation ErrorHandler".into()
+                }
+            )],
+            "{f:?}"
+        );
+        assert_eq!(
+            f.iter()
+                .find(|x| matches!(x.signal, Signal::PathAppeared { .. }))
+                .map(|x| x.signal.kind()),
+            Some("path_appeared:operation ErrorHandler".to_string())
+        );
+        // Twice is below the least current count: one-off paths are not findings.
+        let mut rare = traces(false);
+        for i in [21, 33] {
+            let mut handler = span(i, "e", Some("b"), "mid", i as i64, 300);
+            handler.operation = "ErrorHandler".into();
+            rare.push(handler);
+        }
+        assert!(
+            TraceAnalyzer::default()
+                .analyze(&rare, &window())
+                .iter()
+                .all(|x| !matches!(x.signal, Signal::PathAppeared { .. }))
         );
     }
 
