@@ -550,3 +550,49 @@ async fn a_rule_reviewer_learns_from_a_failed_run_without_a_model() {
         .is_none()
     );
 }
+
+/// The model reviewer behind the same trait: the model's lesson (canned turns written for this
+/// test) joins the base through `learn`, and "nothing to learn" adds nothing.
+#[tokio::test]
+async fn a_model_reviewer_writes_the_lesson_through_the_same_trait() {
+    use rca_agents::flash::{ModelReviewer, Verdict, learn};
+    let failed = FlashAgent::new(
+        Arc::new(RulePolicy),
+        tools(&[("get_logs", "orders/", "no lines in window")]),
+    )
+    .run(&incident(), logs_first_guide(), facts())
+    .await
+    .unwrap();
+    let model = ScriptedModel::from_texts(
+        "scripted-flash-reviewer",
+        [
+            r#"{"trigger": {"state": "step_execution", "tool": "get_logs", "observation_pattern": "no lines"}, "hint": {"text": "Empty logs: query the pool metric instead."}}"#,
+            r#"{"lesson": null}"#,
+        ],
+    );
+    let reviewer = ModelReviewer::new(Arc::new(model.clone()));
+    let verdict = Verdict::new("pool_exhausted", "orders");
+    let mut base = HindsightBase::new();
+    let lesson = learn(&reviewer, Some(&Letters), &mut base, &failed, &verdict)
+        .await
+        .unwrap()
+        .expect("the model's lesson");
+    assert_eq!(
+        lesson.trigger.observation_pattern.as_deref(),
+        Some("no lines")
+    );
+    assert!(!lesson.embedding.is_empty());
+    let asked = &model.requests()[0];
+    assert!(
+        asked.messages[1]
+            .content
+            .contains("Correct answer: pool_exhausted: orders")
+    );
+    assert!(
+        learn(&reviewer, None, &mut base, &failed, &verdict)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(base.lessons().len(), 1);
+}

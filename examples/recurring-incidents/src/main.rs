@@ -4,7 +4,7 @@
 //! recurring-incidents [--cases DIR] list
 //! recurring-incidents [--cases DIR] record [--out DIR]
 //! recurring-incidents [--cases DIR] run <case> [--guide <case>] [--live]
-//! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE]
+//! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--learn] [--write-docs FILE]
 //! recurring-incidents [--cases DIR] learn [--out FILE]
 //! ```
 //! `learn` collects hindsight: every case under every guide in order (deterministic policy,
@@ -30,7 +30,7 @@ use rca_tools::stub::StubFallback;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--write-docs FILE] | learn [--out FILE]";
+const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--learn] [--write-docs FILE] | learn [--out FILE]";
 
 /// The model named by the environment, if any.
 fn model_from_env() -> Result<Option<Arc<dyn ChatModel>>, Error> {
@@ -175,9 +175,52 @@ async fn main() -> Result<(), Error> {
             let data = args.get(1).ok_or(USAGE)?;
             let work = tempfile::tempdir()?;
             let mut progress = |id: &str| eprintln!("case {id}");
-            let results =
-                suite::nezha_eval::evaluate(data.as_ref(), &cases, &[], work.path(), &mut progress)
-                    .await?;
+            let results = suite::nezha_eval::evaluate(
+                data.as_ref(),
+                &cases,
+                &[],
+                work.path(),
+                None,
+                &mut progress,
+            )
+            .await?;
+            if args.iter().any(|a| a == "--learn") {
+                // The same cases again, in order, with hindsight collected from the earlier
+                // ones by the rule reviewer.
+                let reviewer = RuleReviewer::new(suite::guide_plans(&cases)?);
+                let learned = suite::nezha_eval::evaluate(
+                    data.as_ref(),
+                    &cases,
+                    &[],
+                    work.path(),
+                    Some(&reviewer),
+                    &mut progress,
+                )
+                .await?;
+                let table = suite::nezha_eval::hindsight_table(&results, &learned);
+                println!("{table}");
+                if let Some(path) = flag_value(&args, "--write-docs") {
+                    let command = format!(
+                        "cargo run -p example-recurring-incidents -- eval-nezha {data} --learn --write-docs {path}"
+                    );
+                    let body = format!(
+                        "The suite's guides on the Nezha cases in time order (deterministic \
+                         policy, live tools, the alert names the pod), without hindsight and \
+                         with the lessons `RuleReviewer` collected from the failed runs (under \
+                         any guide) of the cases before, the Nezha fault list being the host's \
+                         verdict. A case counts as solved when its own type's guide names the \
+                         fault and the pod.\n\n{table}"
+                    );
+                    rca_eval::docs::write_section(
+                        path.as_ref(),
+                        "flash-suite-hindsight",
+                        &command,
+                        &body,
+                    )?;
+                    eprintln!("updated {path}");
+                }
+                return Ok(());
+            }
             let table = suite::nezha_eval::markdown_table(&results);
             if args.iter().any(|a| a == "--json") {
                 println!("{}", serde_json::to_string_pretty(&results)?);

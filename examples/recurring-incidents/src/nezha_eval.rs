@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use rca_agents::flash::{HindsightBase, RulePolicy};
+use rca_agents::flash::{HindsightBase, Reviewer, RulePolicy};
 use rca_eval::nezha;
 use serde::Serialize;
 
@@ -28,6 +28,8 @@ pub struct EvalCase {
     pub own_guide_right: bool,
     /// Whether some guide named a fault type other than the truth.
     pub wrong_fault_named: bool,
+    /// How many hindsight lessons the runs were offered (collected from the cases before).
+    pub lessons_before: usize,
 }
 
 fn err(e: impl std::fmt::Display) -> SuiteError {
@@ -43,15 +45,20 @@ pub fn label_of<'a>(answer: &str, labels: &'a [String]) -> Option<&'a str> {
 }
 
 /// Runs every guide of `suite` on every case of the Nezha data at `data` whose fault type one
-/// of the guides covers (only the case ids in `only`, when it is not empty). Incidents are
-/// exported under `work`. `progress` is told each case id.
+/// of the guides covers (only the case ids in `only`, when it is not empty), in time order.
+/// Incidents are exported under `work`. `progress` is told each case id. With a `reviewer`,
+/// hindsight collects itself along the way: each run of a case (under any guide) whose answer
+/// the Nezha fault list (the host's verdict) rejects is reviewed, and the lesson joins the base
+/// every later case's runs are offered.
 pub async fn evaluate(
     data: &Path,
     suite: &[Case],
     only: &[String],
     work: &Path,
+    reviewer: Option<&dyn Reviewer>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<EvalCase>, SuiteError> {
+    let mut base = HindsightBase::new();
     let labels: Vec<String> = suite
         .iter()
         .map(|c| c.expected.fault_type.clone())
@@ -97,6 +104,8 @@ pub async fn evaluate(
             };
             let (incident, tools) = live_tools(&case).await?;
             let mut answers = BTreeMap::new();
+            let lessons_before = base.lessons().len();
+            let mut runs = Vec::new();
             for guide in suite {
                 let run = run_case(
                     &case,
@@ -104,10 +113,17 @@ pub async fn evaluate(
                     &incident,
                     Arc::new(RulePolicy),
                     tools.clone(),
-                    HindsightBase::new(),
+                    base.clone(),
                 )
                 .await?;
-                answers.insert(guide.name.clone(), run.answer.unwrap_or_default());
+                answers.insert(guide.name.clone(), run.answer.clone().unwrap_or_default());
+                runs.push(run);
+            }
+            if let Some(reviewer) = reviewer {
+                for run in &runs {
+                    rca_agents::flash::learn(reviewer, None, &mut base, run, &case.verdict())
+                        .await?;
+                }
             }
             let own_answer = answers.get(&own.name).map(String::as_str).unwrap_or("");
             let own_guide_right = label_of(own_answer, &labels) == Some(nc.truth_type.as_str())
@@ -123,6 +139,7 @@ pub async fn evaluate(
                 answers,
                 own_guide_right,
                 wrong_fault_named,
+                lessons_before,
             });
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -156,6 +173,32 @@ pub fn markdown_table(cases: &[EvalCase]) -> String {
     out
 }
 
+/// A Markdown table per fault type: cases its guide solved without hindsight (`cold`) and with
+/// the lessons collected from the cases before (`learned`), the same cases in the same order.
+pub fn hindsight_table(cold: &[EvalCase], learned: &[EvalCase]) -> String {
+    let mut by_type: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    for (c, l) in cold.iter().zip(learned) {
+        for key in [c.fault_type.clone(), "all".to_string()] {
+            let e = by_type.entry(key).or_default();
+            e.0 += 1;
+            e.1 += usize::from(c.own_guide_right);
+            e.2 += usize::from(l.own_guide_right);
+        }
+    }
+    let mut out = String::from(
+        "| fault type | cases | solved without lessons | solved with lessons from earlier cases |\n|---|---|---|---|\n",
+    );
+    let all = by_type.remove("all");
+    for (t, (n, cold, learned)) in by_type.into_iter().chain(all.map(|v| ("all".into(), v))) {
+        out.push_str(&format!("| {t} | {n} | {cold} | {learned} |\n"));
+    }
+    let offered = learned.last().map_or(0, |c| c.lessons_before);
+    out.push_str(&format!(
+        "\nThe last case was offered {offered} lesson(s).\n"
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +215,7 @@ mod tests {
             answers: BTreeMap::new(),
             own_guide_right: right,
             wrong_fault_named: wrong,
+            lessons_before: 0,
         };
         let table = markdown_table(&[
             case("return", true, false),
@@ -181,5 +225,12 @@ mod tests {
         assert!(table.contains("| exception | 1 | 1 | 0 |"), "{table}");
         assert!(table.contains("| return | 2 | 1 | 1 |"), "{table}");
         assert!(table.contains("| all | 3 | 2 | 1 |"), "{table}");
+        let cold = [case("return", false, false), case("return", true, false)];
+        let mut learned = [case("return", true, false), case("return", true, false)];
+        learned[1].lessons_before = 1;
+        let compared = hindsight_table(&cold, &learned);
+        assert!(compared.contains("| return | 2 | 1 | 2 |"), "{compared}");
+        assert!(compared.contains("| all | 2 | 1 | 2 |"), "{compared}");
+        assert!(compared.contains("offered 1 lesson"), "{compared}");
     }
 }

@@ -698,6 +698,7 @@ async fn the_guides_carry_to_other_occurrences_in_the_nezha_data() {
         &suite(),
         &only,
         work.path(),
+        None,
         &mut |id| seen.push(id.to_string()),
     )
     .await
@@ -709,6 +710,22 @@ async fn the_guides_carry_to_other_occurrences_in_the_nezha_data() {
     }
     let table = example_recurring_incidents::nezha_eval::markdown_table(&results);
     assert!(table.contains("| all | 2 | 2 |"), "{table}");
+    // Again with hindsight collecting itself: the first case's failures under the other
+    // guides teach lessons that the second case's runs are offered.
+    let reviewer = RuleReviewer::new(guide_plans(&suite()).unwrap());
+    let learned = example_recurring_incidents::nezha_eval::evaluate(
+        &data,
+        &suite(),
+        &only,
+        work.path(),
+        Some(&reviewer),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(learned[0].lessons_before, 0);
+    assert!(learned[1].lessons_before > 0, "{learned:?}");
+    assert!(learned.iter().all(|r| r.own_guide_right), "{learned:?}");
 }
 
 #[test]
