@@ -40,6 +40,9 @@ pub struct StateContext<'a> {
     pub hints: &'a [Hint],
     /// The incident, in a sentence or two.
     pub incident: String,
+    /// The part of the troubleshooting guide this status needs
+    /// ([`super::guide_view::guide_view`]).
+    pub guide: String,
 }
 
 /// A decision: a thought and the action to take.
@@ -253,6 +256,10 @@ pub fn state_prompt(ctx: &StateContext<'_>) -> String {
 impl FlashPolicy for ModelPolicy {
     async fn decide(&self, ctx: &StateContext<'_>) -> Result<Decision, FlashError> {
         let mut user = format!("Incident: {}\n\n{}", ctx.incident, ctx.memory.summary());
+        if !ctx.guide.is_empty() {
+            user.push('\n');
+            user.push_str(&ctx.guide);
+        }
         if !ctx.hints.is_empty() {
             user.push_str("\nHindsight from similar situations:\n");
             for h in ctx.hints {
@@ -507,6 +514,7 @@ impl FlashAgent {
                 memory: &memory,
                 hints: &hints,
                 incident: incident_text.clone(),
+                guide: super::guide_view::guide_view(state, guide, &memory),
             };
             let t0 = Instant::now();
             let mut step = Step {
@@ -856,6 +864,7 @@ mod tests {
             memory: &memory,
             hints: &[],
             incident: String::new(),
+            guide: String::new(),
         };
         let decision = RulePolicy.decide(&ctx).await.unwrap();
         assert_eq!(decision.action.args["answer"], "db-1 is hot");

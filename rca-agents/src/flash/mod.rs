@@ -4,6 +4,8 @@
 //! - [`state`]: the statuses (Diagnosis Planning, Step Initialization, Step Execution, Step
 //!   Completion, Finished), detected by rules with an optional model fallback; each status sees
 //!   only its own instructions and tools.
+//! - [`guide_view`]: what each status's prompt carries of the guide (the guide, the current
+//!   step in full, the chosen actions, the branch conditions).
 //! - [`memory`]: the global working memory shared across steps (facts, plan, step results).
 //! - [`hindsight`]: a persisted knowledge base of trigger -> hint lessons, injected when a
 //!   trigger matches, collected automatically from failed runs.
@@ -15,6 +17,7 @@
 //! ToolStub (record and replay tool calls) lives in `rca_tools::stub`.
 
 pub mod agent;
+pub mod guide_view;
 pub mod hindsight;
 pub mod memory;
 pub mod review;
