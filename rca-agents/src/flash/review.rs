@@ -21,11 +21,11 @@ use super::state::FlashState;
 use super::tsg::{DiagnosisPlan, PlanStep, PlannedAction};
 
 /// The correct answer a host knows for an incident: a fault label and the subject it must
-/// name (`cpu_contention` and the pod), written `label: subject`.
+/// name (`pool_exhausted` and the pod), written `label: subject`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
-    /// The fault label an answer must start with (`cpu_contention` in
-    /// `cpu_contention: the CPU of ... is saturated`).
+    /// The fault label an answer must start with (`pool_exhausted` in
+    /// `pool_exhausted: the pool of ... is full`).
     pub label: String,
     /// What the answer must name (a pod, a service); empty: anything.
     pub subject: String,
@@ -249,13 +249,13 @@ mod tests {
 
     #[test]
     fn verdicts_need_the_label_and_the_subject() {
-        let v = Verdict::new("cpu_contention", "pod-a");
-        assert!(v.accepts(Some("cpu_contention: the CPU of pod-a is saturated")));
-        assert!(!v.accepts(Some("cpu_contention: the CPU of pod-b is saturated")));
-        assert!(!v.accepts(Some("exception: pod-a throws")));
-        assert!(!v.accepts(Some("no cpu_contention: pod-a")));
+        let v = Verdict::new("pool_exhausted", "pod-a");
+        assert!(v.accepts(Some("pool_exhausted: the pool of pod-a is full")));
+        assert!(!v.accepts(Some("pool_exhausted: the pool of pod-b is full")));
+        assert!(!v.accepts(Some("disk_full: pod-a is out of space")));
+        assert!(!v.accepts(Some("no pool_exhausted: pod-a")));
         assert!(!v.accepts(None));
-        assert_eq!(v.to_string(), "cpu_contention: pod-a");
+        assert_eq!(v.to_string(), "pool_exhausted: pod-a");
         assert_eq!(label_of("no label here"), None);
         assert_eq!(label_of("two words: x"), None);
     }
