@@ -119,15 +119,13 @@ pub async fn evaluate(
                 answers.insert(guide.name.clone(), run.answer.clone().unwrap_or_default());
                 runs.push(run);
             }
+            let verdict = case.verdict();
             if let Some(reviewer) = reviewer {
                 for run in &runs {
-                    rca_agents::flash::learn(reviewer, None, &mut base, run, &case.verdict())
-                        .await?;
+                    rca_agents::flash::learn(reviewer, None, &mut base, run, &verdict).await?;
                 }
             }
-            let own_answer = answers.get(&own.name).map(String::as_str).unwrap_or("");
-            let own_guide_right = label_of(own_answer, &labels) == Some(nc.truth_type.as_str())
-                && own_answer.contains(&nc.truth_pod);
+            let own_guide_right = verdict.accepts(answers.get(&own.name).map(String::as_str));
             let wrong_fault_named = answers
                 .values()
                 .filter_map(|a| label_of(a, &labels))
