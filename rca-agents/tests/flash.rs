@@ -240,16 +240,24 @@ async fn model_policy_sees_only_the_state_context_and_hints() {
             Err("the triggered hint must be in the next context".into())
         }
     });
-    // Canned turns written for this test, one per decision.
+    let status = |s: &str| ScriptedTurn::Text(format!(r#"{{"status": "{s}"}}"#));
+    // Canned turns written for this test: before each decision, the status reading.
     let model = ScriptedModel::new(
         "scripted-flash-model-policy",
         [
+            status("diagnosis_planning"),
             ScriptedTurn::Checked(check_planning, Box::new(ScriptedTurn::Text(r#"{"thought": "plan", "action": {"name": "diagnosis_planning", "args": {}}}"#.into()))),
+            status("step_initialization"),
             ScriptedTurn::Text(r#"{"thought": "refine", "action": {"name": "plan_refining", "args": {"step": 1}}}"#.into()),
+            // The model jumps to completion with the step's action pending and nothing
+            // observed: the rules overrule it.
+            status("Step Completion"),
             ScriptedTurn::Checked(check_execution, Box::new(ScriptedTurn::Text(r#"```json
 {"thought": "try a tool from another state", "action": {"name": "step_complete", "args": {"next": "final"}}}
 ```"#.into()))),
+            status("step_execution"),
             ScriptedTurn::Text(r#"{"thought": "query", "action": {"name": "get_logs", "args": {"component": "orders"}}}"#.into()),
+            status("step_completion"),
             ScriptedTurn::Checked(check_hint, Box::new(ScriptedTurn::Text(r#"{'thought': 'done', 'action': {'name': 'step_complete', 'args': {'next': 'final', 'answer': 'connection pool exhausted', 'solution': 'raise the pool size'},},}"#.into()))),
         ],
     );
@@ -289,6 +297,26 @@ async fn model_policy_sees_only_the_state_context_and_hints() {
         })
         .unwrap();
     assert_eq!(refused.action.as_ref().unwrap().name, "step_complete");
+    // The status of every iteration was the model's reading, checked by the rules; the one
+    // the guide did not allow was overruled, and the trajectory says so.
+    let readings: Vec<_> = run.contexts.iter().map(|c| c.status.model).collect();
+    assert!(readings.iter().all(Option::is_some), "{readings:?}");
+    let overruled: Vec<usize> = run
+        .contexts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.status.overruled)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(overruled, [2]);
+    assert_eq!(run.contexts[2].state, FlashState::StepExecution);
+    assert!(
+        run.trajectory.steps[2]
+            .thought
+            .contains("the model said Step Completion, not allowed here"),
+        "{}",
+        run.trajectory.steps[2].thought
+    );
     assert_eq!(model.remaining(), 0);
 }
 
@@ -310,10 +338,15 @@ async fn human_query_records_a_fact() {
     let model = ScriptedModel::from_texts(
         "scripted-flash-human",
         [
+            r#"{"status": "diagnosis_planning"}"#,
             r#"{"thought": "plan", "action": {"name": "diagnosis_planning", "args": {}}}"#,
+            r#"{"status": "step_initialization"}"#,
             r#"{"thought": "need the component", "action": {"name": "human_query", "args": {"question": "Which service alerted?", "fact": "component"}}}"#,
+            r#"{"status": "step_initialization"}"#,
             r#"{"thought": "refine", "action": {"name": "plan_refining", "args": {"step": 1}}}"#,
+            r#"{"status": "step_execution"}"#,
             r#"{"thought": "query", "action": {"name": "get_logs", "args": {"component": "orders"}}}"#,
+            r#"{"status": "step_completion"}"#,
             r#"{"thought": "done", "action": {"name": "step_complete", "args": {"next": "final", "answer": "pool"}}}"#,
         ],
     );
@@ -328,6 +361,135 @@ async fn human_query_records_a_fact() {
         .unwrap();
     assert_eq!(run.memory.facts["component"], "orders");
     assert_eq!(run.answer.as_deref(), Some("pool"));
+}
+
+/// A human who never answers.
+struct SilentHuman;
+
+#[async_trait]
+impl HumanChannel for SilentHuman {
+    async fn ask(&self, _q: &str) -> Result<String, FlashError> {
+        std::future::pending::<()>().await;
+        Ok(String::new())
+    }
+}
+
+#[tokio::test]
+async fn a_guide_step_asks_the_human_and_a_silent_one_times_out() {
+    let guide = "## Ask who owns it
+Action: human_query {\"question\": \"Who owns {component}?\", \"fact\": \"owner\"}\nIf `answered: (team|nobody)`: conclude \"owned\"\n";
+    let agent = FlashAgent::new(Arc::new(RulePolicy), tools(&[]))
+        .with_human(Arc::new(ScriptedHuman(Mutex::new(vec!["team-a".into()]))));
+    let run = agent.run(&incident(), guide, facts()).await.unwrap();
+    assert_eq!(run.memory.facts["owner"], "team-a");
+    assert_eq!(
+        run.answer.as_deref(),
+        Some("owned"),
+        "the answer is the step's observation"
+    );
+    assert!(run.trajectory.steps.iter().any(|s| {
+        s.observation
+            .as_ref()
+            .is_some_and(|o| o.text == "human answered: team-a")
+    }));
+    let config = rca_agents::flash::FlashConfig {
+        human_timeout_ms: 50,
+        ..Default::default()
+    };
+    let silent = FlashAgent::new(Arc::new(RulePolicy), tools(&[]))
+        .with_human(Arc::new(SilentHuman))
+        .with_config(config);
+    let run = silent.run(&incident(), guide, facts()).await.unwrap();
+    assert!(!run.memory.facts.contains_key("owner"));
+    let failed = run
+        .trajectory
+        .steps
+        .iter()
+        .find_map(|s| s.error.clone())
+        .unwrap();
+    assert!(failed.contains("no answer within 0.05 s"), "{failed}");
+    assert_ne!(run.answer.as_deref(), Some("owned"));
+}
+
+#[tokio::test]
+async fn the_model_plans_refines_and_reasons_under_the_guide_check() {
+    let check_reasoning: rca_llm::scripted::RequestCheck = Arc::new(|r| {
+        if r.messages[1]
+            .content
+            .contains("Question: what exhausted the pool?")
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "llm_reasoning must ask its question: {:?}",
+                r.messages
+            ))
+        }
+    });
+    let status = |s: &str| ScriptedTurn::Text(format!(r#"{{"status": "{s}"}}"#));
+    let text = |s: &str| ScriptedTurn::Text(s.to_string());
+    // Canned turns written for this test: the model skips step 2, refines step 1 with a tool
+    // the run does not have, and answers the guide's `llm_reasoning` step.
+    let model = ScriptedModel::new(
+        "scripted-flash-planner",
+        [
+            status("diagnosis_planning"),
+            text(
+                r#"{"thought": "logs will not help", "action": {"name": "diagnosis_planning", "args": {"steps": [1, 3, 9]}}}"#,
+            ),
+            status("step_initialization"),
+            text(
+                r#"{"thought": "refine", "action": {"name": "plan_refining", "args": {"step": 1, "actions": [{"tool": "ssh", "args": {}}]}}}"#,
+            ),
+            status("step_execution"),
+            text(
+                r#"{"thought": "pool", "action": {"name": "get_metrics", "args": {"component": "orders", "metric": "pool"}}}"#,
+            ),
+            status("step_completion"),
+            text(
+                r#"{"thought": "saturated", "action": {"name": "step_complete", "args": {"next": 2, "conclusion": "pool saturated"}}}"#,
+            ),
+            status("step_initialization"),
+            text(
+                r#"{"thought": "refine", "action": {"name": "plan_refining", "args": {"step": 2}}}"#,
+            ),
+            status("step_execution"),
+            text(
+                r#"{"thought": "reason", "action": {"name": "llm_reasoning", "args": {"question": "what exhausted the pool?"}}}"#,
+            ),
+            ScriptedTurn::Checked(check_reasoning, Box::new(text("a leak of connections"))),
+            status("step_completion"),
+            text(
+                r#"{"thought": "done", "action": {"name": "step_complete", "args": {"next": "final", "answer": "connection pool exhausted"}}}"#,
+            ),
+        ],
+    );
+    let agent = FlashAgent::new(
+        Arc::new(ModelPolicy::new(Arc::new(model.clone()))),
+        tools(&[("get_metrics", "orders/pool", "pool saturated")]),
+    );
+    let run = agent.run(&incident(), GUIDE, facts()).await.unwrap();
+    assert_eq!(run.answer.as_deref(), Some("connection pool exhausted"));
+    let plan = run.memory.plan.as_ref().unwrap();
+    let titles: Vec<&str> = plan.steps.iter().map(|s| s.title.as_str()).collect();
+    assert_eq!(titles, ["Check the connection pool", "Confirm"]);
+    let observations: Vec<String> = run
+        .trajectory
+        .steps
+        .iter()
+        .filter_map(|s| s.observation.as_ref().map(|o| o.text.clone()))
+        .collect();
+    assert!(
+        observations[0].contains("the guide check: the guide has no step 9"),
+        "{observations:?}"
+    );
+    assert!(
+        observations[1].contains("`ssh` is not a tool of this run")
+            && observations[1].contains("the guide's `get_metrics` added"),
+        "{observations:?}"
+    );
+    assert!(observations.iter().any(|o| o == "a leak of connections"));
+    assert_eq!(model.remaining(), 0);
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ mod config;
 mod diagnose;
 mod eval_cmd;
 mod eval_nezha;
+mod flash_cmd;
 #[cfg(feature = "sql")]
 mod generated_tools;
 #[cfg(feature = "sql")]
@@ -35,6 +36,10 @@ enum Command {
     /// Diagnose an incident directory with the RCAgent controller (ReAct with the real tools
     /// and both experts; its deterministic policy plays the model when none is configured).
     React(react_cmd::ReactArgs),
+    /// Follow a troubleshooting guide on an incident directory with FLASH (the configured
+    /// model reads the status and plans under the guide's rules; without one the deterministic
+    /// policy runs the guide); `human_query` steps ask on the terminal.
+    Flash(flash_cmd::FlashArgs),
     /// Mitigate a simulated fault safely with STRATUS (TNR), or run its ablation benchmark.
     Mitigate(mitigate::MitigateArgs),
     /// Log clustering: templates and segments.
@@ -70,6 +75,7 @@ fn main() -> anyhow::Result<()> {
     match command {
         Command::Diagnose(args) => run_async(diagnose::run(args)),
         Command::React(args) => run_async(react_cmd::run(args)),
+        Command::Flash(args) => run_async(flash_cmd::run(args)),
         Command::Mitigate(args) => mitigate::run(args),
         Command::Logs(args) => run_async(logs_cmd::run(args)),
         Command::Eval(args) => eval_cmd::run(args),

@@ -1134,3 +1134,91 @@ fn eval_loghub_reports_four_metrics_and_leave_one_out() {
     assert_eq!(cv["candidates"], 288);
     assert_eq!(cv["held_out"]["systems"].as_array().unwrap().len(), 2);
 }
+
+/// A guide whose first step asks the on-call engineer and whose second reads what they named.
+const ASKING_GUIDE: &str = "# Ask, then look\n\n## Ask the on-call engineer\n\
+    Action: human_query {\"question\": \"Which pod alerted?\", \"fact\": \"component\"}\n\n\
+    ## Read its metrics\nAction: get_metrics {\"entity\": \"{component}\"}\n\
+    If `CpuUsage`: conclude \"metrics of {component} read\"\n";
+
+#[test]
+fn flash_asks_on_the_terminal_and_gives_up_after_its_timeout() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let guide = dir.path().join("guide.md");
+    std::fs::write(&guide, ASKING_GUIDE).unwrap();
+    let incident = repo_root().join("examples/incidents/trainticket-cpu");
+    let flash = |trajectory: &Path, timeout: &str| {
+        let mut cmd = rca();
+        cmd.current_dir(repo_root())
+            .arg("flash")
+            .arg(&incident)
+            .arg("--guide")
+            .arg(&guide)
+            .args(["--json", "--human-timeout", timeout, "--trajectory"])
+            .arg(trajectory)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    // The engineer answers: the answer becomes the fact the next step reads.
+    let answered = dir.path().join("answered.json");
+    let mut child = flash(&answered, "60");
+    writeln!(
+        child.stdin.take().unwrap(),
+        "ts-contacts-service-866bd68c97-xcqfx"
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("flash asks: Which pod alerted?"),
+        "{stderr}"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&answered).unwrap()).unwrap();
+    assert_eq!(saved["agent"], "flash");
+    assert_eq!(
+        saved["memory"]["facts"]["component"],
+        "ts-contacts-service-866bd68c97-xcqfx"
+    );
+    let steps = saved["trajectory"]["steps"].as_array().unwrap();
+    let metrics = steps
+        .iter()
+        .find(|s| s["action"]["name"] == "get_metrics")
+        .unwrap();
+    assert_eq!(
+        metrics["action"]["args"]["entity"],
+        "ts-contacts-service-866bd68c97-xcqfx"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["root_cause"],
+        "metrics of ts-contacts-service-866bd68c97-xcqfx read"
+    );
+    // Nobody answers (the terminal stays open): the question times out and the run goes on.
+    let silent = dir.path().join("silent.json");
+    let mut child = flash(&silent, "1");
+    let _held_open = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&silent).unwrap()).unwrap();
+    let asked = &saved["trajectory"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["action"]["name"] == "human_query")
+        .unwrap()["error"];
+    assert!(
+        asked.as_str().unwrap().contains("no answer within 1 s"),
+        "{asked}"
+    );
+    assert!(saved["memory"]["facts"].get("component").is_none());
+}

@@ -208,6 +208,11 @@ fn decision(thought: &str, name: &str, args: serde_json::Value) -> String {
     serde_json::json!({"thought": thought, "action": {"name": name, "args": args}}).to_string()
 }
 
+/// A model's status reading (asked before each decision).
+fn status(state: &str) -> String {
+    serde_json::json!({ "status": state }).to_string()
+}
+
 /// The status a FLASH prompt is in, read from its system message.
 fn status_of(request: &CompletionRequest) -> FlashState {
     let system = &request.messages[0].content;
@@ -239,46 +244,60 @@ async fn each_status_prompt_holds_only_its_own_instructions_and_tools() {
         .as_str()
         .unwrap()
         .to_string();
-    // Canned turns written for this test: a model following the CPU guide.
+    // Canned turns written for this test: a model following the CPU guide, each decision
+    // after its status reading.
+    let decisions = [
+        decision(
+            "plan from the guide",
+            "diagnosis_planning",
+            serde_json::json!({}),
+        ),
+        decision(
+            "refine step 1",
+            "plan_refining",
+            serde_json::json!({"step": 1}),
+        ),
+        decision(
+            "read the CPU",
+            "get_metrics",
+            serde_json::json!({"entity": pod}),
+        ),
+        decision(
+            "CPU flagged",
+            "step_complete",
+            serde_json::json!({"next": 2, "conclusion": "CPU saturated"}),
+        ),
+        decision(
+            "refine step 2",
+            "plan_refining",
+            serde_json::json!({"step": 2}),
+        ),
+        decision(
+            "read the requests",
+            "get_traces",
+            serde_json::json!({"entity": pod, "start": since}),
+        ),
+        decision(
+            "slow requests confirm it",
+            "step_complete",
+            serde_json::json!({"next": "final", "answer": format!("cpu_contention: the CPU of {pod} is saturated")}),
+        ),
+    ];
+    let readings = [
+        "diagnosis_planning",
+        "step_initialization",
+        "step_execution",
+        "step_completion",
+        "step_initialization",
+        "step_execution",
+        "step_completion",
+    ];
     let model = ScriptedModel::from_texts(
         "scripted-state-contexts",
-        [
-            decision(
-                "plan from the guide",
-                "diagnosis_planning",
-                serde_json::json!({}),
-            ),
-            decision(
-                "refine step 1",
-                "plan_refining",
-                serde_json::json!({"step": 1}),
-            ),
-            decision(
-                "read the CPU",
-                "get_metrics",
-                serde_json::json!({"entity": pod}),
-            ),
-            decision(
-                "CPU flagged",
-                "step_complete",
-                serde_json::json!({"next": 2, "conclusion": "CPU saturated"}),
-            ),
-            decision(
-                "refine step 2",
-                "plan_refining",
-                serde_json::json!({"step": 2}),
-            ),
-            decision(
-                "read the requests",
-                "get_traces",
-                serde_json::json!({"entity": pod, "start": since}),
-            ),
-            decision(
-                "slow requests confirm it",
-                "step_complete",
-                serde_json::json!({"next": "final", "answer": format!("cpu_contention: the CPU of {pod} is saturated")}),
-            ),
-        ],
+        readings
+            .iter()
+            .zip(decisions)
+            .flat_map(|(r, d)| [status(r), d]),
     );
     let run = run_case(
         case,
@@ -299,7 +318,9 @@ async fn each_status_prompt_holds_only_its_own_instructions_and_tools() {
         .map(|t| t.name)
         .collect();
     assert!(data_tools.contains("get_metrics") && data_tools.contains("get_traces"));
-    let requests = model.requests();
+    // Every other request is a status reading; the decisions' prompts are checked here.
+    let requests: Vec<CompletionRequest> =
+        model.requests().into_iter().skip(1).step_by(2).collect();
     let statuses: Vec<FlashState> = requests.iter().map(status_of).collect();
     use FlashState::*;
     assert_eq!(
@@ -478,16 +499,19 @@ async fn a_hindsight_hint_changes_the_next_action() {
         .to_string();
     let common = || {
         vec![
+            ScriptedTurn::Text(status("diagnosis_planning")),
             ScriptedTurn::Text(decision(
                 "plan",
                 "diagnosis_planning",
                 serde_json::json!({}),
             )),
+            ScriptedTurn::Text(status("step_initialization")),
             ScriptedTurn::Text(decision(
                 "refine",
                 "plan_refining",
                 serde_json::json!({"step": 1}),
             )),
+            ScriptedTurn::Text(status("step_execution")),
             ScriptedTurn::Text(decision(
                 "read the logs since the alert",
                 "get_logs",
@@ -510,6 +534,7 @@ async fn a_hindsight_hint_changes_the_next_action() {
             .ok_or_else(|| "expected a Step Execution prompt with the hint".into())
     });
     let mut without = common();
+    without.push(ScriptedTurn::Text(status("step_completion")));
     without.push(ScriptedTurn::Checked(
         completing,
         Box::new(ScriptedTurn::Text(decision(
@@ -519,6 +544,7 @@ async fn a_hindsight_hint_changes_the_next_action() {
         ))),
     ));
     let mut with = common();
+    with.push(ScriptedTurn::Text(status("step_execution")));
     with.push(ScriptedTurn::Checked(
         executing_with_hint,
         Box::new(ScriptedTurn::Text(decision(
@@ -527,6 +553,7 @@ async fn a_hindsight_hint_changes_the_next_action() {
             serde_json::json!({"entity": pod}),
         ))),
     ));
+    with.push(ScriptedTurn::Text(status("step_completion")));
     with.push(ScriptedTurn::Text(decision(
         "CPU saturated",
         "step_complete",
@@ -558,8 +585,9 @@ async fn a_hindsight_hint_changes_the_next_action() {
     .unwrap();
     assert_eq!(model_without.remaining(), 0);
     assert_eq!(model_with.remaining(), 0);
-    // The first three prompts were the same; the fourth differed by the lesson.
-    assert_eq!(model_without.requests()[..3], model_with.requests()[..3]);
+    // The first three decisions (and their status readings) saw the same prompts; the
+    // fourth status reading differed by the pending hinted action.
+    assert_eq!(model_without.requests()[..6], model_with.requests()[..6]);
     assert_eq!(action_after(&run_without, "get_logs"), "step_complete");
     assert_eq!(action_after(&run_with, "get_logs"), "get_metrics");
     assert!(run_with.answer.unwrap().starts_with("cpu_contention:"));
@@ -578,7 +606,9 @@ async fn a_replay_reproduces_a_live_run_exactly() {
     // Canned turns written for this test, served to the live run and to the replay alike.
     let turns = || {
         [
+            status("diagnosis_planning"),
             decision("plan", "diagnosis_planning", serde_json::json!({})),
+            status("step_initialization"),
             decision(
                 "refine into the logs and the spans",
                 "plan_refining",
@@ -587,16 +617,19 @@ async fn a_replay_reproduces_a_live_run_exactly() {
                     {"tool": "get_traces", "args": {"entity": pod}},
                 ]}),
             ),
+            status("step_execution"),
             decision(
                 "read the logs since the alert",
                 "get_logs",
                 serde_json::json!({"entity": pod, "start": since}),
             ),
+            status("step_execution"),
             decision(
                 "and the spans",
                 "get_traces",
                 serde_json::json!({"entity": pod}),
             ),
+            status("step_completion"),
             decision(
                 "exceptions logged",
                 "step_complete",

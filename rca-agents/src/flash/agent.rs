@@ -15,6 +15,9 @@ use super::FlashError;
 use super::hindsight::{HindsightBase, Hint};
 use super::memory::GlobalMemory;
 use super::state::{FlashState, detect_by_rules};
+use super::supervision::{
+    StatusDecision, allowed_states, check_plan, check_refinement, parse_state, supervise_status,
+};
 use super::tsg::{PlannedAction, fill_placeholders, parse_tsg};
 
 /// Asks a human (an on-call engineer) for missing information. The CLI asks on the terminal;
@@ -57,15 +60,35 @@ pub struct Decision {
     pub usage: Usage,
 }
 
-/// Chooses actions (and, where the rules cannot tell, the state).
+/// A policy's reading of the status (FLASH's status detection by the model).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StatusReading {
+    /// The status read.
+    pub state: FlashState,
+    /// Tokens spent reading it.
+    pub usage: Usage,
+}
+
+/// Chooses actions and, when it has a model, reads the status.
 #[async_trait]
 pub trait FlashPolicy: Send + Sync {
     /// The next action in this context.
     async fn decide(&self, ctx: &StateContext<'_>) -> Result<Decision, FlashError>;
-    /// The state when the rules cannot tell (the step's last action failed and nothing is
-    /// pending: retry or complete?). The default completes the step.
-    async fn detect_state(&self, _memory: &GlobalMemory) -> Result<FlashState, FlashError> {
-        Ok(FlashState::StepCompletion)
+    /// The policy's reading of the status from working memory, before each iteration;
+    /// `allowed` lists the statuses the guide allows now. The rules check the reading and
+    /// overrule one the guide does not allow ([`super::supervision::supervise_status`]).
+    /// The default reads nothing and leaves the status to the rules.
+    async fn read_status(
+        &self,
+        _memory: &GlobalMemory,
+        _allowed: &[FlashState],
+    ) -> Result<Option<StatusReading>, FlashError> {
+        Ok(None)
+    }
+    /// The model behind the policy, if any: `llm_reasoning` steps ask it when the agent has
+    /// no reasoner of its own.
+    fn model(&self) -> Option<Arc<dyn ChatModel>> {
+        None
     }
 }
 
@@ -180,6 +203,49 @@ fn decision_schema() -> serde_json::Value {
     })
 }
 
+/// The system prompt of the model's status reading.
+const STATUS_PROMPT: &str = "You are FLASH, an agent diagnosing a recurring cloud incident \
+    step by step. Read the working memory and name the current status: \
+    \"diagnosis_planning\" (no plan yet), \"step_initialization\" (a plan step is next and \
+    has no actions yet), \"step_execution\" (the step has actions to run, or its last action \
+    failed and should be retried), \"step_completion\" (the step's actions are done and its \
+    observations can be judged) or \"finished\" (the root cause is established). \
+    Answer with one JSON object: {\"status\": \"...\"}.";
+
+/// The shape of a status reading.
+fn status_schema() -> serde_json::Value {
+    let names: Vec<String> = FlashState::ALL
+        .iter()
+        .map(|s| s.to_string().to_ascii_lowercase().replace(' ', "_"))
+        .collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": {"status": {"type": "string", "enum": names}},
+        "required": ["status"]
+    })
+}
+
+/// What a status reading is shown: the memory, the actions pending and whether the last
+/// action failed.
+fn status_view(memory: &GlobalMemory) -> String {
+    let mut out = memory.summary();
+    match &memory.pending {
+        None => out.push_str("Actions of the current step: not refined yet.\n"),
+        Some(p) if p.is_empty() => out.push_str("Actions of the current step: none left.\n"),
+        Some(p) => out.push_str(&format!(
+            "Actions of the current step still to run: {}.\n",
+            p.iter()
+                .map(|a| a.tool.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    if memory.last_action_failed {
+        out.push_str("The last action failed.\n");
+    }
+    out
+}
+
 /// A policy backed by a chat model; the prompt holds only the current state's instructions
 /// and tools.
 pub struct ModelPolicy {
@@ -197,13 +263,31 @@ impl ModelPolicy {
         system: String,
         user: String,
     ) -> Result<(serde_json::Value, Usage), FlashError> {
+        self.ask_json(
+            system,
+            user,
+            "decision",
+            decision_schema(),
+            r#"{"thought": "...", "action": {"name": "...", "args": {}}}"#,
+        )
+        .await
+    }
+
+    async fn ask_json(
+        &self,
+        system: String,
+        user: String,
+        name: &str,
+        schema: serde_json::Value,
+        shape: &str,
+    ) -> Result<(serde_json::Value, Usage), FlashError> {
         let mut request =
             CompletionRequest::new(vec![Message::system(system), Message::user(user)])
                 .with_temperature(0.0)
                 .with_max_tokens(DECISION_MAX_TOKENS);
         request.response_format = ResponseFormat::JsonSchema {
-            name: "decision".into(),
-            schema: decision_schema(),
+            name: name.into(),
+            schema,
         };
         let response = self
             .model
@@ -215,11 +299,7 @@ impl ModelPolicy {
             Ok(r) => r.value,
             Err(_) => {
                 let regen = rca_llm::json::JsonRegen::default()
-                    .recover(
-                        self.model.as_ref(),
-                        response.text(),
-                        Some(r#"{"thought": "...", "action": {"name": "...", "args": {}}}"#),
-                    )
+                    .recover(self.model.as_ref(), response.text(), Some(shape))
                     .await
                     .map_err(|e| FlashError::Model(e.to_string()))?;
                 usage.add(&regen.usage);
@@ -280,21 +360,31 @@ impl FlashPolicy for ModelPolicy {
         })
     }
 
-    async fn detect_state(&self, memory: &GlobalMemory) -> Result<FlashState, FlashError> {
-        let (value, _) = self
-            .ask(
-                "The last action of the current diagnosis step failed and the step has no \
-                 more planned actions. Decide the status: \"step_execution\" to try the step \
-                 again with other actions, or \"step_completion\" to move on. Answer JSON: \
-                 {\"state\": \"...\"}."
-                    .to_string(),
-                memory.summary(),
+    async fn read_status(
+        &self,
+        memory: &GlobalMemory,
+        _allowed: &[FlashState],
+    ) -> Result<Option<StatusReading>, FlashError> {
+        let (value, usage) = self
+            .ask_json(
+                STATUS_PROMPT.to_string(),
+                status_view(memory),
+                "status",
+                status_schema(),
+                r#"{"status": "..."}"#,
             )
             .await?;
-        Ok(match value["state"].as_str() {
-            Some("step_execution") => FlashState::StepExecution,
-            _ => FlashState::StepCompletion,
-        })
+        let text = value["status"]
+            .as_str()
+            .or_else(|| value["state"].as_str())
+            .unwrap_or_default();
+        let state =
+            parse_state(text).ok_or_else(|| FlashError::Model(format!("not a status: {value}")))?;
+        Ok(Some(StatusReading { state, usage }))
+    }
+
+    fn model(&self) -> Option<Arc<dyn ChatModel>> {
+        Some(Arc::clone(&self.model))
     }
 }
 
@@ -305,6 +395,14 @@ pub struct FlashConfig {
     pub max_iterations: usize,
     /// Characters of a tool observation kept in memory (4,000 by default).
     pub observation_chars: usize,
+    /// How long a `human_query` waits for the human's answer, in milliseconds (five minutes
+    /// by default); past it the query fails and the run goes on.
+    #[serde(default = "default_human_timeout_ms")]
+    pub human_timeout_ms: u64,
+}
+
+fn default_human_timeout_ms() -> u64 {
+    300_000
 }
 
 impl Default for FlashConfig {
@@ -312,6 +410,7 @@ impl Default for FlashConfig {
         FlashConfig {
             max_iterations: 40,
             observation_chars: 4_000,
+            human_timeout_ms: default_human_timeout_ms(),
         }
     }
 }
@@ -325,6 +424,8 @@ pub struct ContextRecord {
     pub tools: Vec<String>,
     /// The hints it carried.
     pub hints: Vec<String>,
+    /// How its status was decided (the rules' and the model's readings).
+    pub status: StatusDecision,
 }
 
 /// The result of a run.
@@ -345,8 +446,8 @@ pub struct FlashRun {
 fn system_spec(name: &str) -> ToolSpec {
     let (description, parameters) = match name {
         "diagnosis_planning" => (
-            "Turns the troubleshooting guide into an ordered plan of steps.",
-            serde_json::json!({"type": "object", "properties": {}}),
+            "Turns the troubleshooting guide into an ordered plan: `steps` lists the numbers of the guide's steps to follow, in order (omit it to follow them all).",
+            serde_json::json!({"type": "object", "properties": {"steps": {"type": "array", "items": {"type": "integer"}}}}),
         ),
         "plan_refining" => (
             "Turns a plan step into executable tool calls (its prescribed actions, or the `actions` you give).",
@@ -487,10 +588,22 @@ impl FlashAgent {
             .with_incident(incident.id.clone());
         let incident_text = format!("{} ({})", incident.title, incident.description);
         for iteration in 0..self.config.max_iterations {
-            let state = match detect_by_rules(&memory) {
-                Some(s) => s,
-                None => self.policy.detect_state(&memory).await?,
+            if detect_by_rules(&memory) == Some(FlashState::Finished) {
+                trajectory.outcome = Outcome::Finalized;
+                break;
+            }
+            // Status detection: the policy's reading (a model's), supervised by the rules.
+            let (reading, status_usage) = match self
+                .policy
+                .read_status(&memory, &allowed_states(&memory))
+                .await
+            {
+                Ok(Some(r)) => (Ok(Some(r.state)), r.usage),
+                Ok(None) => (Ok(None), Usage::default()),
+                Err(e) => (Err(e.to_string()), Usage::default()),
             };
+            let status = supervise_status(&memory, reading);
+            let state = status.chosen;
             if state == FlashState::Finished {
                 trajectory.outcome = Outcome::Finalized;
                 break;
@@ -506,6 +619,7 @@ impl FlashAgent {
                 state,
                 tools: tools.iter().map(|t| t.name.clone()).collect(),
                 hints: hints.iter().map(|h| h.text.clone()).collect(),
+                status: status.clone(),
             });
             let ctx = StateContext {
                 state,
@@ -519,19 +633,22 @@ impl FlashAgent {
             let t0 = Instant::now();
             let mut step = Step {
                 index: iteration,
+                usage: status_usage,
                 ..Default::default()
             };
+            let note = status.note();
             let decision = match self.policy.decide(&ctx).await {
                 Ok(d) => d,
                 Err(e) => {
-                    step.thought = format!("[{state}]");
+                    step.thought = format!("[{state}] {note}").trim_end().to_string();
                     step.error = Some(e.to_string());
+                    trajectory.usage.add(&step.usage);
                     trajectory.steps.push(step);
                     continue;
                 }
             };
-            step.thought = format!("[{state}] {}", decision.thought);
-            step.usage = decision.usage;
+            step.thought = format!("[{state}] {note}{}", decision.thought);
+            step.usage.add(&decision.usage);
             step.action = Some(decision.action.clone());
             let name = decision.action.name.as_str();
             let args = decision.action.args.clone();
@@ -547,8 +664,12 @@ impl FlashAgent {
             } else {
                 match name {
                     "diagnosis_planning" => match parse_tsg(guide) {
-                        Ok(plan) => {
-                            let text = format!(
+                        Ok(guide_plan) => {
+                            // The policy's plan (a model's selection of the guide's steps),
+                            // checked against the guide parsed by rules.
+                            let check = check_plan(&guide_plan, &args["steps"]);
+                            let plan = check.plan;
+                            let mut text = format!(
                                 "plan with {} steps: {}",
                                 plan.steps.len(),
                                 plan.steps
@@ -557,6 +678,18 @@ impl FlashAgent {
                                     .collect::<Vec<_>>()
                                     .join("; ")
                             );
+                            if check.from_model && plan.steps.len() < guide_plan.steps.len() {
+                                text.push_str(&format!(
+                                    " (the policy's selection of the guide's {} steps)",
+                                    guide_plan.steps.len()
+                                ));
+                            }
+                            if !check.notes.is_empty() {
+                                text.push_str(&format!(
+                                    " (the guide check: {})",
+                                    check.notes.join("; ")
+                                ));
+                            }
                             memory.plan = Some(plan);
                             memory.advance_to(0);
                             (text, false)
@@ -571,17 +704,19 @@ impl FlashAgent {
                             .as_ref()
                             .and_then(|p| p.steps.get(memory.current))
                             .cloned();
-                        let actions: Vec<PlannedAction> = given
-                            .filter(|g| !g.is_empty())
-                            .or_else(|| step_def.as_ref().map(|s| s.actions.clone()))
-                            .unwrap_or_default()
+                        // The policy's actions, checked against the guide's step and the
+                        // tools of the run.
+                        let mut known = self.tools.names();
+                        known.extend(["llm_reasoning".to_string(), "human_query".to_string()]);
+                        let (checked, notes) = check_refinement(step_def.as_ref(), given, &known);
+                        let actions: Vec<PlannedAction> = checked
                             .into_iter()
                             .map(|a| PlannedAction {
                                 args: fill_placeholders(&a.args, &memory.facts),
                                 tool: a.tool,
                             })
                             .collect();
-                        let text = format!(
+                        let mut text = format!(
                             "step {} ({}) refined into {} action(s): {}",
                             memory.current + 1,
                             step_def.map(|s| s.title).unwrap_or_default(),
@@ -592,20 +727,42 @@ impl FlashAgent {
                                 .collect::<Vec<_>>()
                                 .join("; ")
                         );
+                        if !notes.is_empty() {
+                            text.push_str(&format!(" (the guide check: {})", notes.join("; ")));
+                        }
                         memory.current_result();
                         memory.pending = Some(actions);
                         (text, false)
                     }
                     "human_query" => {
                         let question = args["question"].as_str().unwrap_or_default().to_string();
+                        if let Some(p) = memory
+                            .pending
+                            .as_mut()
+                            .filter(|p| p.first().is_some_and(|x| x.tool == "human_query"))
+                        {
+                            p.remove(0);
+                        }
+                        let wait = std::time::Duration::from_millis(self.config.human_timeout_ms);
                         match &self.human {
-                            Some(h) => match h.ask(&question).await {
+                            Some(h) => match tokio::time::timeout(wait, h.ask(&question))
+                                .await
+                                .unwrap_or_else(|_| {
+                                    Err(FlashError::Human(format!(
+                                        "no answer within {} s",
+                                        wait.as_secs_f64()
+                                    )))
+                                }) {
                                 Ok(answer) => {
                                     let key = args["fact"]
                                         .as_str()
                                         .map(str::to_string)
                                         .unwrap_or_else(|| format!("answer: {question}"));
                                     memory.facts.insert(key, serde_json::json!(answer.clone()));
+                                    memory
+                                        .current_result()
+                                        .observations
+                                        .push(format!("[human_query] answered: {answer}"));
                                     (format!("human answered: {answer}"), false)
                                 }
                                 Err(e) => (e.to_string(), true),
@@ -623,7 +780,8 @@ impl FlashAgent {
                     }
                     "llm_reasoning" => {
                         let question = args["question"].as_str().unwrap_or_default().to_string();
-                        let answer = match &self.reasoner {
+                        let model = self.reasoner.clone().or_else(|| self.policy.model());
+                        let answer = match &model {
                             Some(model) => {
                                 let req = CompletionRequest::new(vec![
                                     Message::system(
@@ -636,7 +794,10 @@ impl FlashAgent {
                                 ])
                                 .with_temperature(0.0);
                                 match model.complete(req).await {
-                                    Ok(r) => Ok(r.text().to_string()),
+                                    Ok(r) => {
+                                        step.usage.add(&r.usage);
+                                        Ok(r.text().to_string())
+                                    }
                                     Err(e) => Err(e.to_string()),
                                 }
                             }
@@ -698,7 +859,11 @@ impl FlashAgent {
                             }
                             serde_json::Value::Number(n) => {
                                 let target = n.as_u64().unwrap_or(0) as usize;
-                                let next = if target > memory.current + 1 && target <= total {
+                                // Past the last step ends the plan (a jump to a step a
+                                // selected plan dropped, with none kept after it).
+                                let next = if target > total {
+                                    total
+                                } else if target > memory.current + 1 {
                                     target - 1
                                 } else {
                                     memory.current + 1

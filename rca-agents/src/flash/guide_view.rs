@@ -9,7 +9,7 @@
 
 use super::memory::GlobalMemory;
 use super::state::FlashState;
-use super::tsg::{Branch, PlanStep};
+use super::tsg::{Branch, PlanStep, parse_tsg};
 
 /// Characters of the guide a Diagnosis Planning prompt carries; a longer guide is cut with a
 /// note saying so (its steps still reach the later statuses one by one).
@@ -64,6 +64,12 @@ pub fn guide_view(state: FlashState, guide: &str, memory: &GlobalMemory) -> Stri
                 ));
             }
             out.push('\n');
+            if let Ok(plan) = parse_tsg(guide) {
+                out.push_str("Its steps, by number:\n");
+                for s in &plan.steps {
+                    out.push_str(&format!("{}. {}\n", s.number, s.title));
+                }
+            }
             out
         }
         FlashState::StepInitialization => step.map(step_in_full).unwrap_or_default(),
@@ -117,6 +123,7 @@ mod tests {
         let mut memory = GlobalMemory::default();
         let planning = guide_view(FlashState::DiagnosisPlanning, GUIDE, &memory);
         assert!(planning.contains("## Check CPU") && planning.contains("Look for stack traces"));
+        assert!(planning.contains("by number:\n1. Read the errors\n2. Check CPU\n"));
         memory.plan = Some(parse_tsg(GUIDE).unwrap());
         let init = guide_view(FlashState::StepInitialization, GUIDE, &memory);
         assert!(init.contains("Current step 1: Read the errors"), "{init}");

@@ -2,8 +2,10 @@
 //!
 //! - [`tsg`]: troubleshooting guides in Markdown become ordered diagnosis plans.
 //! - [`state`]: the statuses (Diagnosis Planning, Step Initialization, Step Execution, Step
-//!   Completion, Finished), detected by rules with an optional model fallback; each status sees
-//!   only its own instructions and tools.
+//!   Completion, Finished); each status sees only its own instructions and tools.
+//! - [`supervision`]: the rules over a model-driven run: the statuses the guide allows next
+//!   (a model's status reading outside them is overruled), and the checks of a model's plan
+//!   and step refinement against the parsed guide.
 //! - [`guide_view`]: what each status's prompt carries of the guide (the guide, the current
 //!   step in full, the chosen actions, the branch conditions).
 //! - [`memory`]: the global working memory shared across steps (facts, plan, step results).
@@ -22,15 +24,18 @@ pub mod hindsight;
 pub mod memory;
 pub mod review;
 pub mod state;
+pub mod supervision;
 pub mod tsg;
 
 pub use agent::{
     FlashAgent, FlashConfig, FlashPolicy, FlashRun, HumanChannel, ModelPolicy, RulePolicy,
+    StatusReading,
 };
 pub use hindsight::{HindsightBase, Hint, Lesson, Trigger};
 pub use memory::GlobalMemory;
 pub use review::{ModelReviewer, Reviewer, RuleReviewer, Verdict, learn};
 pub use state::FlashState;
+pub use supervision::StatusDecision;
 pub use tsg::{Branch, DiagnosisPlan, PlanStep, PlannedAction, parse_tsg};
 
 /// What went wrong in a FLASH run.

@@ -48,8 +48,9 @@ impl FlashState {
     pub fn instructions(self) -> &'static str {
         match self {
             FlashState::DiagnosisPlanning => {
-                "You are planning the diagnosis. Call `diagnosis_planning` to turn the \
-                 troubleshooting guide into an ordered plan. Do not run diagnostic tools yet."
+                "You are planning the diagnosis. Call `diagnosis_planning` with `steps`, the \
+                 numbers of the guide's steps to follow in order (all of them unless a step \
+                 clearly does not apply to this incident). Do not run diagnostic tools yet."
             }
             FlashState::StepInitialization => {
                 "You are starting the current plan step. Call `plan_refining` to turn it into \

@@ -226,6 +226,43 @@ pub fn parse_tsg(markdown: &str) -> Result<DiagnosisPlan, FlashError> {
     Ok(plan)
 }
 
+impl DiagnosisPlan {
+    /// The plan with only the steps numbered in `numbers` (1-based, ascending), renumbered
+    /// from 1. A branch that jumped to a dropped step jumps to the next kept one, or past the
+    /// last step when none is left.
+    pub fn select(&self, numbers: &[usize]) -> DiagnosisPlan {
+        let kept: Vec<&PlanStep> = self
+            .steps
+            .iter()
+            .filter(|s| numbers.contains(&s.number))
+            .collect();
+        let renumber = |old: usize| -> usize {
+            kept.iter()
+                .position(|s| s.number >= old)
+                .map_or(kept.len() + 1, |i| i + 1)
+        };
+        DiagnosisPlan {
+            title: self.title.clone(),
+            steps: kept
+                .iter()
+                .enumerate()
+                .map(|(i, s)| PlanStep {
+                    number: i + 1,
+                    branches: s
+                        .branches
+                        .iter()
+                        .map(|b| Branch {
+                            goto: b.goto.map(renumber),
+                            ..b.clone()
+                        })
+                        .collect(),
+                    ..(*s).clone()
+                })
+                .collect(),
+        }
+    }
+}
+
 impl PlanStep {
     /// The first branch whose pattern matches any of `observations`.
     pub fn matching_branch(&self, observations: &[String]) -> Option<&Branch> {
