@@ -758,3 +758,62 @@ async fn a_model_reviewer_writes_the_lesson_through_the_same_trait() {
     );
     assert_eq!(base.lessons().len(), 1);
 }
+
+#[tokio::test]
+async fn triage_finds_the_component_and_picks_the_guide_by_its_triggers() {
+    use rca_agents::flash::{GuideCatalog, run_triaged};
+    // The triage reads a ranking (a test tool's canned text) and keeps its first component.
+    let triage = "# Triage\n## Find the component\n\
+        Action: get_metrics {\"component\": \"{entry_point}\", \"metric\": \"ranking\"}\n\
+        Fact: component = `^1\\. (\\S+)`\n\
+        ## Read its logs\nAction: get_logs {\"component\": \"{component}\"}\n";
+    let catalog = GuideCatalog::new([
+        (
+            "pool".to_string(),
+            "Trigger: `saturated`\n## Check the pool\n\
+             Action: get_metrics {\"component\": \"{component}\", \"metric\": \"pool\"}\n\
+             If `saturated`: conclude \"pool: {component} is out of connections\"\n"
+                .to_string(),
+        ),
+        (
+            "disk".to_string(),
+            "Trigger: `disk full`\n## Check the disk\nIf `.`: conclude \"disk\"\n".to_string(),
+        ),
+    ])
+    .unwrap();
+    let registry = tools(&[
+        (
+            "get_metrics",
+            "gateway/ranking",
+            "1. orders (score 3.1)\n2. gateway (score 1.0)",
+        ),
+        ("get_logs", "orders/", "ERROR pool saturated"),
+        ("get_metrics", "orders/pool", "pool saturated: 100/100"),
+    ]);
+    let agent = FlashAgent::new(Arc::new(RulePolicy), registry);
+    let facts = BTreeMap::from([("entry_point".to_string(), serde_json::json!("gateway"))]);
+    let run = run_triaged(
+        &agent,
+        &incident(),
+        "latency SLO breached at gateway",
+        triage,
+        &catalog,
+        facts,
+    )
+    .await
+    .unwrap();
+    assert_eq!(run.triage.memory.facts["component"], "orders");
+    assert_eq!(run.guide(), Some("pool"));
+    assert_eq!(run.matches.len(), 1);
+    assert_eq!(run.answer(), Some("pool: orders is out of connections"));
+    // Nothing matches: no guide runs, and the run says so rather than guessing.
+    let quiet = FlashAgent::new(
+        Arc::new(RulePolicy),
+        tools(&[("get_metrics", "gateway/ranking", "1. orders (score 3.1)")]),
+    );
+    let facts = BTreeMap::from([("entry_point".to_string(), serde_json::json!("gateway"))]);
+    let run = run_triaged(&quiet, &incident(), "alert", triage, &catalog, facts)
+        .await
+        .unwrap();
+    assert_eq!((run.guide(), run.answer()), (None, None));
+}

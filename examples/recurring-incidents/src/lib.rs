@@ -9,6 +9,7 @@
 //! `rca_tools::stub::ToolRecorder`. Runs replay those recordings offline with
 //! `rca_tools::stub::ToolStub`, or use the live tools over the bundled telemetry.
 
+pub mod entry_alert;
 pub mod nezha_eval;
 
 use std::collections::BTreeMap;
@@ -16,8 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rca_agents::flash::{
-    FlashAgent, FlashPolicy, FlashRun, HindsightBase, Reviewer, RulePolicy, Verdict, parse_tsg,
+    FlashAgent, FlashPolicy, FlashRun, GuideCatalog, HindsightBase, Reviewer, RulePolicy, Verdict,
+    parse_tsg,
 };
+use rca_agents::orchestra::{IncidentTelemetry, RankComponents};
 use rca_core::Incident;
 use rca_core::tool::{ToolRegistry, ToolSpec};
 use rca_llm::redact::Redactor;
@@ -28,6 +31,10 @@ use serde::{Deserialize, Serialize};
 
 /// The suite's hindsight base (written by `recurring-incidents learn`).
 pub const HINDSIGHT_FILE: &str = "hindsight.json";
+
+/// The suite's triage guide (next to `cases/`): what runs first when the alert names only a
+/// symptom at the entry point.
+pub const TRIAGE_FILE: &str = "triage.md";
 
 /// The folder of a case that holds its recordings.
 pub const RECORDINGS_DIR: &str = "recordings";
@@ -171,6 +178,22 @@ impl Case {
 /// since the start of that range.
 pub const ALERT_LOOK_BACK_MILLIS: i64 = 5 * 60_000;
 
+/// The triage guide that sits next to the cases folder `cases_dir`.
+pub fn triage_guide(cases_dir: &Path) -> Result<String, SuiteError> {
+    let path = cases_dir
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(TRIAGE_FILE);
+    std::fs::read_to_string(&path).map_err(|e| file_error(&path, e))
+}
+
+/// The suite's guides as a catalogue to pick from, by case name.
+pub fn catalog(cases: &[Case]) -> Result<GuideCatalog, SuiteError> {
+    Ok(GuideCatalog::new(
+        cases.iter().map(|c| (c.name.clone(), c.guide.clone())),
+    )?)
+}
+
 /// The suite's own `cases/` folder.
 pub fn default_cases_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
@@ -217,6 +240,25 @@ pub async fn live_tools(case: &Case) -> Result<(Incident, ToolRegistry), SuiteEr
     let registry = tools
         .registry(None)
         .await
+        .map_err(|e| SuiteError::Tools(e.to_string()))?;
+    Ok((incident, registry))
+}
+
+/// The live tools of [`live_tools`] plus `rank_components` (the deterministic diagnosis over
+/// the same telemetry): what a run needs that must find the component itself.
+pub async fn full_job_tools(case: &Case) -> Result<(Incident, ToolRegistry), SuiteError> {
+    let dir = case.incident_dir();
+    let loaded =
+        IncidentDir::open(&dir).map_err(|e| SuiteError::Data(format!("{}: {e}", dir.display())))?;
+    let incident = loaded.incident.clone();
+    let telemetry = IncidentTelemetry::of_dir(&loaded);
+    let tools = IncidentTools::from_dir(loaded).map_err(|e| SuiteError::Data(e.to_string()))?;
+    let mut registry = tools
+        .registry(None)
+        .await
+        .map_err(|e| SuiteError::Tools(e.to_string()))?;
+    registry
+        .register_typed(RankComponents::new(telemetry, incident.clone()))
         .map_err(|e| SuiteError::Tools(e.to_string()))?;
     Ok((incident, registry))
 }

@@ -4,15 +4,19 @@
 //! recurring-incidents [--cases DIR] list
 //! recurring-incidents [--cases DIR] record [--out DIR]
 //! recurring-incidents [--cases DIR] run <case> [--guide <case>] [--live]
-//! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--learn] [--write-docs FILE]
+//! recurring-incidents [--cases DIR] eval-nezha <NEZHA_DIR> [--json] [--learn] [--model] [--first N] [--write-docs FILE]
 //! recurring-incidents [--cases DIR] learn [--out FILE]
 //! ```
 //! `learn` collects hindsight: every case under every guide in order (deterministic policy,
 //! live tools, the lessons so far); each failed run is reviewed by the rule reviewer and its
 //! lesson written to `FILE` (default: the package's `hindsight.json`, which is so produced).
 //! `--cases` points at another suite folder (default: the package's `cases/`). `eval-nezha`
-//! exports every Nezha case whose fault type has a guide in the suite, lets the alert name the
-//! injected pod, and runs every guide on it with the deterministic policy and live tools.
+//! exports every Nezha case whose fault type has a guide in the suite (the first `N` with
+//! `--first`), lets the alert name the injected pod and runs every guide on it with the
+//! deterministic policy and live tools, then runs the full job (the alert names the entry
+//! point; triage finds the pod and the guide). `--learn` runs it all again with hindsight
+//! collecting itself; `--model` lets the model of `RCA_OPENAI_BASE_URL` drive the runs (each
+//! case under its own guide only, no full job).
 //! `record` runs our tools on each bundled incident under every guide (deterministic policy)
 //! and writes the ToolStub recordings (by default into the suite's own `cases/`). `run`
 //! diagnoses one case: with `RCA_OPENAI_BASE_URL` and `RCA_OPENAI_MODEL` set (and the `http`
@@ -30,7 +34,7 @@ use rca_tools::stub::StubFallback;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--learn] [--write-docs FILE] | learn [--out FILE]";
+const USAGE: &str = "usage: recurring-incidents list | record [--out DIR] | run <case> [--guide <case>] [--live] | eval-nezha <NEZHA_DIR> [--json] [--learn] [--model] [--first N] [--write-docs FILE] | learn [--out FILE]";
 
 /// The model named by the environment, if any.
 fn model_from_env() -> Result<Option<Arc<dyn ChatModel>>, Error> {
@@ -44,7 +48,12 @@ fn model_from_env() -> Result<Option<Arc<dyn ChatModel>>, Error> {
 
 #[cfg(feature = "http")]
 fn connect(base_url: String, model: String) -> Result<Option<Arc<dyn ChatModel>>, Error> {
-    let mut config = rca_llm::OpenAiConfig::new(base_url, model);
+    // llama-cpp-python's server (the local model of `scripts/services.sh`) has its own quirks.
+    let mut config = if std::env::var("RCA_LLM_SERVER").as_deref() == Ok("llama-cpp-python") {
+        rca_llm::OpenAiConfig::llama_cpp_python(base_url, model)
+    } else {
+        rca_llm::OpenAiConfig::new(base_url, model)
+    };
     if let Ok(key) = std::env::var("RCA_OPENAI_API_KEY") {
         config = config.with_api_key(key);
     }
@@ -175,12 +184,33 @@ async fn main() -> Result<(), Error> {
             let data = args.get(1).ok_or(USAGE)?;
             let work = tempfile::tempdir()?;
             let mut progress = |id: &str| eprintln!("case {id}");
+            let triage = suite::triage_guide(&cases_dir)?;
+            let model = if args.iter().any(|a| a == "--model") {
+                Some(
+                    model_from_env()?
+                        .ok_or("--model: set RCA_OPENAI_BASE_URL and RCA_OPENAI_MODEL")?,
+                )
+            } else {
+                None
+            };
+            let first = match flag_value(&args, "--first") {
+                Some(n) => Some(
+                    n.parse::<usize>()
+                        .map_err(|e| format!("--first {n}: {e}"))?,
+                ),
+                None => None,
+            };
+            let mut options = suite::nezha_eval::EvalOptions {
+                triage: &triage,
+                first,
+                model: model.clone(),
+                ..Default::default()
+            };
             let results = suite::nezha_eval::evaluate(
                 data.as_ref(),
                 &cases,
-                &[],
                 work.path(),
-                None,
+                &options,
                 &mut progress,
             )
             .await?;
@@ -188,18 +218,47 @@ async fn main() -> Result<(), Error> {
                 // The same cases again, in order, with hindsight collected from the earlier
                 // ones by the rule reviewer.
                 let reviewer = RuleReviewer::new(suite::guide_plans(&cases)?);
+                options.reviewer = Some(&reviewer);
                 let learned = suite::nezha_eval::evaluate(
                     data.as_ref(),
                     &cases,
-                    &[],
                     work.path(),
-                    Some(&reviewer),
+                    &options,
                     &mut progress,
                 )
                 .await?;
                 let table = suite::nezha_eval::hindsight_table(&results, &learned);
                 println!("{table}");
-                if let Some(path) = flag_value(&args, "--write-docs") {
+                if let (Some(path), Some(model)) = (flag_value(&args, "--write-docs"), &model) {
+                    let limit = first.map(|n| format!(" --first {n}")).unwrap_or_default();
+                    let command = format!(
+                        "RCA_OPENAI_BASE_URL=$RCA_LLM_BASE_URL RCA_OPENAI_MODEL=$RCA_LLM_MODEL cargo run -p example-recurring-incidents --features http -- eval-nezha {data} --learn --model{limit} --write-docs {path}"
+                    );
+                    let file = std::env::var("RCA_LLM_MODEL_FILE").unwrap_or_default();
+                    let body = format!(
+                        "The same measurement with a real model driving FLASH: `{}` (file \
+                         `{}`, served by `scripts/services.sh start-llm`), the first {} \
+                         cases of the day in time order, each under its own type's guide \
+                         (the model reads the status, plans and decides; the rules supervise), \
+                         without hindsight and with the lessons `RuleReviewer` collected from \
+                         the failed runs of the cases before. The model is weak (270M \
+                         parameters, a base model): the figure shows that the loop runs with a \
+                         real model, not what a strong one would reach.\n\n{table}",
+                        model.model_id(),
+                        Path::new(&file)
+                            .file_name()
+                            .map(|f| f.to_string_lossy().into_owned())
+                            .unwrap_or_else(|| "unknown".into()),
+                        learned.len(),
+                    );
+                    rca_eval::docs::write_section(
+                        path.as_ref(),
+                        "flash-suite-hindsight-model",
+                        &command,
+                        &body,
+                    )?;
+                    eprintln!("updated {path}");
+                } else if let Some(path) = flag_value(&args, "--write-docs") {
                     let command = format!(
                         "cargo run -p example-recurring-incidents -- eval-nezha {data} --learn --write-docs {path}"
                     );
@@ -255,9 +314,16 @@ async fn main() -> Result<(), Error> {
                 );
                 let body = format!(
                     "FLASH recurring-incident guides (`examples/recurring-incidents`) on every Nezha \
-                     case of a type they cover: the alert names the injected pod, the \
-                     deterministic policy follows each guide with the live tools. A case is \
-                     solved when its type's guide names the fault type and the pod.\n\n{table}"
+                     case of a type they cover (alert protocol), deterministic policy, live \
+                     tools. *Pod and guide given*: the alert names the injected pod and each \
+                     guide runs on it; the case is solved when its type's guide names the fault \
+                     type and the pod. *Full job*: the alert names only the entry point and its \
+                     symptom (the component most traces start at, and its error rate or \
+                     latency over the alert's look-back); the triage guide (`triage.md`) finds \
+                     the component with `rank_components` and reads its errors and metrics, \
+                     the guide whose `Trigger:` lines match runs on it; solved when its answer \
+                     names the fault type and the pod. The triggers were written on this day's \
+                     data: an in-sample figure.\n\n{table}"
                 );
                 rca_eval::docs::write_section(path.as_ref(), "flash-suite", &command, &body)?;
                 eprintln!("updated {path}");

@@ -1,17 +1,29 @@
 //! How far the suite's guides carry to the other occurrences of their incident types: every
 //! Nezha case whose fault type has a guide in the suite is exported (as
-//! `rca eval nezha --export` does), its alert names the injected pod, and the deterministic
-//! policy follows every guide of the suite on it with the live tools.
+//! `rca eval nezha --export` does) and the deterministic policy runs it twice with the live
+//! tools:
+//! - pod and guide given: the alert names the injected pod and every guide of the suite runs
+//!   on it (its type's guide decides whether it is solved);
+//! - the full job: the alert names the entry point and the symptom there
+//!   ([`entry_alert`]), the suite's triage guide finds the component, and the guide whose
+//!   triggers match runs ([`rca_agents::flash::run_triaged`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use rca_agents::flash::{HindsightBase, Reviewer, RulePolicy};
+use rca_agents::flash::{
+    FlashAgent, FlashConfig, FlashPolicy, GuideCatalog, HindsightBase, ModelPolicy, Reviewer,
+    RulePolicy, run_triaged,
+};
+use rca_core::Timestamp;
+use rca_core::llm::ChatModel;
+use rca_core::source::Span;
 use rca_eval::nezha;
 use serde::Serialize;
 
-use crate::{Alert, Case, CaseFile, Expected, SuiteError, live_tools, run_case};
+pub use crate::entry_alert::{EntryAlert, entry_alert};
+use crate::{Alert, Case, CaseFile, Expected, SuiteError, full_job_tools, live_tools};
 
 /// One Nezha case under the suite's guides.
 #[derive(Debug, Clone, Serialize)]
@@ -24,12 +36,24 @@ pub struct EvalCase {
     pub pod: String,
     /// The answer of each guide (by suite case name).
     pub answers: BTreeMap<String, String>,
+    /// The suite case whose guide covers its type.
+    pub own_guide: String,
     /// Whether the guide of its type named its fault type and pod.
     pub own_guide_right: bool,
     /// Whether some guide named a fault type other than the truth.
     pub wrong_fault_named: bool,
     /// How many hindsight lessons the runs were offered (collected from the cases before).
     pub lessons_before: usize,
+    /// The full job's alert (entry point and symptom).
+    pub full_job_alert: Option<String>,
+    /// The guide the full job picked by its triggers.
+    pub full_job_guide: Option<String>,
+    /// The component its triage found.
+    pub full_job_component: Option<String>,
+    /// Its answer.
+    pub full_job_answer: Option<String>,
+    /// Whether the answer names the fault type and the pod.
+    pub full_job_right: bool,
 }
 
 fn err(e: impl std::fmt::Display) -> SuiteError {
@@ -44,20 +68,52 @@ pub fn label_of<'a>(answer: &str, labels: &'a [String]) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// Iterations of a model-driven run: a guide of two steps takes about eight when every
+/// decision is right, so 20 leaves room for retries without letting a looping model spend
+/// the default 40.
+pub const MODEL_ITERATIONS: usize = 20;
+
+/// How [`evaluate`] runs.
+#[derive(Clone, Default)]
+pub struct EvalOptions<'a> {
+    /// The triage guide of the full job.
+    pub triage: &'a str,
+    /// Only these case ids (all when empty).
+    pub only: &'a [String],
+    /// Only the first this many cases (in time order).
+    pub first: Option<usize>,
+    /// With a reviewer, hindsight collects itself along the way: each run of a case whose
+    /// answer the Nezha fault list (the host's verdict) rejects is reviewed, and the lesson
+    /// joins the base every later case's runs are offered.
+    pub reviewer: Option<&'a dyn Reviewer>,
+    /// A model to drive the runs ([`ModelPolicy`]) instead of the deterministic policy. Each
+    /// case then runs under its own type's guide only (the other guides cost model calls and
+    /// decide nothing the tables count), and the full job is left out.
+    pub model: Option<Arc<dyn ChatModel>>,
+}
+
 /// Runs every guide of `suite` on every case of the Nezha data at `data` whose fault type one
-/// of the guides covers (only the case ids in `only`, when it is not empty), in time order.
-/// Incidents are exported under `work`. `progress` is told each case id. With a `reviewer`,
-/// hindsight collects itself along the way: each run of a case (under any guide) whose answer
-/// the Nezha fault list (the host's verdict) rejects is reviewed, and the lesson joins the base
-/// every later case's runs are offered.
+/// of the guides covers, in time order, and the full job on it. Incidents are exported under
+/// `work`. `progress` is told each case id.
 pub async fn evaluate(
     data: &Path,
     suite: &[Case],
-    only: &[String],
     work: &Path,
-    reviewer: Option<&dyn Reviewer>,
+    options: &EvalOptions<'_>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<EvalCase>, SuiteError> {
+    let EvalOptions {
+        triage,
+        only,
+        first,
+        reviewer,
+        model,
+    } = options.clone();
+    let policy: Arc<dyn FlashPolicy> = match &model {
+        Some(m) => Arc::new(ModelPolicy::new(Arc::clone(m))),
+        None => Arc::new(RulePolicy),
+    };
+    let catalog = &crate::catalog(suite)?;
     let mut base = HindsightBase::new();
     let labels: Vec<String> = suite
         .iter()
@@ -75,6 +131,9 @@ pub async fn evaluate(
             };
             if !only.is_empty() && !only.contains(&nc.id) {
                 continue;
+            }
+            if first.is_some_and(|n| out.len() >= n) {
+                break;
             }
             progress(&nc.id);
             let dir = work.join(nc.id.replace('/', "-"));
@@ -107,15 +166,21 @@ pub async fn evaluate(
             let lessons_before = base.lessons().len();
             let mut runs = Vec::new();
             for guide in suite {
-                let run = run_case(
-                    &case,
-                    guide,
-                    &incident,
-                    Arc::new(RulePolicy),
-                    tools.clone(),
-                    base.clone(),
-                )
-                .await?;
+                if model.is_some() && guide.name != own.name {
+                    continue;
+                }
+                let run = FlashAgent::new(Arc::clone(&policy), tools.clone())
+                    .with_hindsight(base.clone())
+                    .with_config(FlashConfig {
+                        max_iterations: if model.is_some() {
+                            MODEL_ITERATIONS
+                        } else {
+                            FlashConfig::default().max_iterations
+                        },
+                        ..FlashConfig::default()
+                    })
+                    .run(&incident, &guide.guide, case.facts(&incident))
+                    .await?;
                 answers.insert(guide.name.clone(), run.answer.clone().unwrap_or_default());
                 runs.push(run);
             }
@@ -126,6 +191,10 @@ pub async fn evaluate(
                 }
             }
             let own_guide_right = verdict.accepts(answers.get(&own.name).map(String::as_str));
+            let full = match model {
+                Some(_) => FullJob::default(),
+                None => full_job(&case, triage, catalog, &loaded.spans, loaded.detected_at).await?,
+            };
             let wrong_fault_named = answers
                 .values()
                 .filter_map(|a| label_of(a, &labels))
@@ -135,9 +204,15 @@ pub async fn evaluate(
                 fault_type: nc.truth_type.clone(),
                 pod: nc.truth_pod.clone(),
                 answers,
+                own_guide: own.name.clone(),
                 own_guide_right,
                 wrong_fault_named,
                 lessons_before,
+                full_job_right: verdict.accepts(full.answer.as_deref()),
+                full_job_alert: full.alert,
+                full_job_guide: full.guide,
+                full_job_component: full.component,
+                full_job_answer: full.answer,
             });
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -145,28 +220,85 @@ pub async fn evaluate(
     Ok(out)
 }
 
-/// A Markdown table per fault type: cases, how many the type's guide solved, on how many some
-/// guide named a wrong fault.
+/// What the full job of one case did.
+#[derive(Debug, Default)]
+struct FullJob {
+    alert: Option<String>,
+    guide: Option<String>,
+    component: Option<String>,
+    answer: Option<String>,
+}
+
+/// The full job on an exported case: the entry-point alert, the triage guide with
+/// `rank_components`, then the guide its triggers pick.
+async fn full_job(
+    case: &Case,
+    triage: &str,
+    catalog: &GuideCatalog,
+    spans: &[Span],
+    detected_at: Timestamp,
+) -> Result<FullJob, SuiteError> {
+    let Some(alert) = entry_alert(spans, detected_at) else {
+        return Ok(FullJob::default());
+    };
+    let (mut incident, tools) = full_job_tools(case).await?;
+    incident.title = alert.summary.clone();
+    // The alert's look-back, and the entry point: not the pod the case file names.
+    let mut facts = case.facts(&incident);
+    facts.remove("component");
+    facts.insert(
+        "entry_point".into(),
+        serde_json::json!(alert.entry_point.clone()),
+    );
+    let agent = FlashAgent::new(Arc::new(RulePolicy), tools);
+    let run = run_triaged(&agent, &incident, &alert.summary, triage, catalog, facts).await?;
+    Ok(FullJob {
+        alert: Some(alert.summary),
+        guide: run.guide().map(str::to_string),
+        component: run
+            .triage
+            .memory
+            .facts
+            .get("component")
+            .and_then(|v| v.as_str())
+            .filter(|c| *c != alert.entry_point)
+            .map(str::to_string),
+        answer: run.answer().map(str::to_string),
+    })
+}
+
+/// A Markdown table per fault type: cases, how many the type's guide solved with the pod and
+/// the guide given, how many the full job solved (entry-point alert, guide and pod found), on
+/// how many some guide named a wrong fault.
 pub fn markdown_table(cases: &[EvalCase]) -> String {
-    let mut by_type: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    let mut by_type: BTreeMap<&str, [usize; 6]> = BTreeMap::new();
     for c in cases {
         let e = by_type.entry(&c.fault_type).or_default();
-        e.0 += 1;
-        e.1 += usize::from(c.own_guide_right);
-        e.2 += usize::from(c.wrong_fault_named);
+        e[0] += 1;
+        e[1] += usize::from(c.own_guide_right);
+        e[2] += usize::from(c.full_job_right);
+        e[3] += usize::from(c.full_job_guide.as_deref() == Some(c.own_guide.as_str()));
+        e[4] += usize::from(c.full_job_component.as_deref() == Some(c.pod.as_str()));
+        e[5] += usize::from(c.wrong_fault_named);
     }
     let mut out = String::from(
-        "| fault type | cases | its guide names the fault and pod | some guide names a wrong fault |\n|---|---|---|---|\n",
+        "| fault type | cases | solved, pod and guide given | solved, full job | full job picked its guide | full job found the pod | some guide names a wrong fault (pod given) |\n|---|---|---|---|---|---|---|\n",
     );
-    let total = by_type
-        .values()
-        .fold((0, 0, 0), |t, v| (t.0 + v.0, t.1 + v.1, t.2 + v.2));
-    for (t, (n, right, wrong)) in by_type
+    let mut total = [0; 6];
+    for v in by_type.values() {
+        for (t, x) in total.iter_mut().zip(v) {
+            *t += x;
+        }
+    }
+    for (t, v) in by_type
         .iter()
         .map(|(k, v)| (k.to_string(), *v))
         .chain([("all".to_string(), total)])
     {
-        out.push_str(&format!("| {t} | {n} | {right} | {wrong} |\n"));
+        out.push_str(&format!(
+            "| {t} | {} | {} | {} | {} | {} | {} |\n",
+            v[0], v[1], v[2], v[3], v[4], v[5]
+        ));
     }
     out
 }
@@ -211,18 +343,30 @@ mod tests {
             fault_type: t.into(),
             pod: "p".into(),
             answers: BTreeMap::new(),
+            own_guide: t.into(),
             own_guide_right: right,
             wrong_fault_named: wrong,
             lessons_before: 0,
+            full_job_alert: None,
+            full_job_guide: Some(t.into()),
+            full_job_component: right.then(|| "p".to_string()),
+            full_job_answer: None,
+            full_job_right: right && wrong,
         };
         let table = markdown_table(&[
             case("return", true, false),
             case("return", false, true),
-            case("exception", true, false),
+            case("exception", true, true),
         ]);
-        assert!(table.contains("| exception | 1 | 1 | 0 |"), "{table}");
-        assert!(table.contains("| return | 2 | 1 | 1 |"), "{table}");
-        assert!(table.contains("| all | 3 | 2 | 1 |"), "{table}");
+        assert!(
+            table.contains("| exception | 1 | 1 | 1 | 1 | 1 | 1 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| return | 2 | 1 | 0 | 2 | 1 | 1 |"),
+            "{table}"
+        );
+        assert!(table.contains("| all | 3 | 2 | 1 | 3 | 2 | 2 |"), "{table}");
         let cold = [case("return", false, false), case("return", true, false)];
         let mut learned = [case("return", true, false), case("return", true, false)];
         learned[1].lessons_before = 1;

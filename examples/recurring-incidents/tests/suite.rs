@@ -8,9 +8,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use example_recurring_incidents::nezha_eval::EvalOptions;
 use example_recurring_incidents::{
     Case, HINDSIGHT_FILE, comparable_steps, default_cases_dir, find_case, guide_plans, learn,
-    live_tools, load_suite, record, recorded, recording_path, replay_tools, run_case,
+    live_tools, load_suite, record, recorded, recording_path, replay_tools, run_case, triage_guide,
 };
 use rca_agents::flash::{FlashState, HindsightBase, ModelPolicy, RulePolicy, RuleReviewer};
 use rca_core::llm::CompletionRequest;
@@ -726,12 +727,17 @@ async fn the_guides_carry_to_other_occurrences_in_the_nezha_data() {
     let only = ["2023-01-29/25".to_string(), "2023-01-29/03".to_string()];
     let work = tempfile::tempdir().unwrap();
     let mut seen = Vec::new();
+    let triage = triage_guide(&default_cases_dir()).unwrap();
+    let mut options = EvalOptions {
+        triage: &triage,
+        only: &only,
+        ..EvalOptions::default()
+    };
     let results = example_recurring_incidents::nezha_eval::evaluate(
         &data,
         &suite(),
-        &only,
         work.path(),
-        None,
+        &options,
         &mut |id| seen.push(id.to_string()),
     )
     .await
@@ -741,17 +747,23 @@ async fn the_guides_carry_to_other_occurrences_in_the_nezha_data() {
         assert!(r.own_guide_right, "{}: {:?}", r.id, r.answers);
         assert_eq!(r.answers.len(), 3);
     }
+    // The full job: the alert names the entry point, never the pod.
+    for r in &results {
+        let alert = r.full_job_alert.as_deref().unwrap();
+        assert!(alert.starts_with("SLO alert at the entry point"), "{alert}");
+        assert!(!alert.contains(&r.pod), "{alert}");
+    }
     let table = example_recurring_incidents::nezha_eval::markdown_table(&results);
     assert!(table.contains("| all | 2 | 2 |"), "{table}");
     // Again with hindsight collecting itself: the first case's failures under the other
     // guides teach lessons that the second case's runs are offered.
     let reviewer = RuleReviewer::new(guide_plans(&suite()).unwrap());
+    options.reviewer = Some(&reviewer);
     let learned = example_recurring_incidents::nezha_eval::evaluate(
         &data,
         &suite(),
-        &only,
         work.path(),
-        Some(&reviewer),
+        &options,
         &mut |_| {},
     )
     .await
@@ -788,4 +800,44 @@ fn a_recurrence_can_point_at_another_case_s_guide() {
     std::fs::write(dir.join("case.json"), "{").unwrap();
     let err = load_suite(tmp.path()).unwrap_err().to_string();
     assert!(err.contains("case.json"), "{err}");
+}
+
+#[tokio::test]
+async fn the_full_job_finds_the_pod_and_picks_the_guide_on_the_cpu_incident() {
+    use rca_agents::flash::{FlashAgent, run_triaged};
+    let cases = suite();
+    let case = find_case(&cases, "cpu-contention").unwrap();
+    let (mut incident, tools) = example_recurring_incidents::full_job_tools(case)
+        .await
+        .unwrap();
+    // `rank_components` ranks from the telemetry alone.
+    let ranked = tools
+        .dispatch(
+            "rank_components",
+            serde_json::json!({"top": 3}),
+            &rca_core::tool::ToolContext::default(),
+        )
+        .await
+        .unwrap()
+        .text;
+    assert!(ranked.starts_with("Components the telemetry points at"), "{ranked}");
+    assert_eq!(ranked.lines().filter(|l| l.starts_with(char::is_numeric)).count(), 3);
+    // The alert names a symptom at an entry point, not the pod; the triage finds the pod and
+    // the triggers pick the CPU guide, whose answer the case's verdict accepts.
+    let alert = "SLO alert at the entry point: median latency up";
+    incident.title = alert.to_string();
+    let mut facts = case.facts(&incident);
+    facts.remove("component");
+    let catalog = example_recurring_incidents::catalog(&cases).unwrap();
+    let triage = triage_guide(&default_cases_dir()).unwrap();
+    let agent = FlashAgent::new(Arc::new(RulePolicy), tools);
+    let run = run_triaged(&agent, &incident, alert, &triage, &catalog, facts)
+        .await
+        .unwrap();
+    assert_eq!(
+        run.triage.memory.facts["component"],
+        serde_json::json!(case.file.alert.component)
+    );
+    assert_eq!(run.guide(), Some("cpu-contention"), "{:?}", run.matches);
+    assert!(case.verdict().accepts(run.answer()), "{:?}", run.answer());
 }

@@ -583,6 +583,8 @@ impl FlashAgent {
         let mut solution: Option<String> = None;
         let mut concluded_by_rule = false;
         let mut injected: Vec<(usize, String, String)> = Vec::new();
+        // The facts each step's `Fact:` lines have read (the first matching observation wins).
+        let mut captured: Vec<(usize, String)> = Vec::new();
         let tool_ctx = ToolContext::default()
             .with_cutoff(incident.detected_at)
             .with_incident(incident.id.clone());
@@ -910,6 +912,23 @@ impl FlashAgent {
                             .current_result()
                             .observations
                             .push(format!("[{data_tool}] {kept}"));
+                        // The step's `Fact:` lines read facts from its observations.
+                        let captures = memory
+                            .plan
+                            .as_ref()
+                            .and_then(|p| p.steps.get(memory.current))
+                            .map(|st| st.captures.clone())
+                            .unwrap_or_default();
+                        for c in captures {
+                            let key = (memory.current, c.name.clone());
+                            if captured.contains(&key) {
+                                continue;
+                            }
+                            if let Some(v) = c.capture(std::slice::from_ref(&kept)) {
+                                memory.facts.insert(c.name.clone(), serde_json::json!(v));
+                                captured.push(key);
+                            }
+                        }
                         if !failed {
                             let component = memory
                                 .facts

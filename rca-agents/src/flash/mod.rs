@@ -8,6 +8,8 @@
 //!   and step refinement against the parsed guide.
 //! - [`guide_view`]: what each status's prompt carries of the guide (the guide, the current
 //!   step in full, the chosen actions, the branch conditions).
+//! - [`triage`]: picking the guide when the alert names only a symptom: a triage guide finds
+//!   the component, then the guide whose triggers match the alert and its observations runs.
 //! - [`memory`]: the global working memory shared across steps (facts, plan, step results).
 //! - [`hindsight`]: a persisted knowledge base of trigger -> hint lessons, injected when a
 //!   trigger matches, collected automatically from failed runs.
@@ -25,6 +27,7 @@ pub mod memory;
 pub mod review;
 pub mod state;
 pub mod supervision;
+pub mod triage;
 pub mod tsg;
 
 pub use agent::{
@@ -36,7 +39,8 @@ pub use memory::GlobalMemory;
 pub use review::{ModelReviewer, Reviewer, RuleReviewer, Verdict, learn};
 pub use state::FlashState;
 pub use supervision::StatusDecision;
-pub use tsg::{Branch, DiagnosisPlan, PlanStep, PlannedAction, parse_tsg};
+pub use triage::{GuideCatalog, GuideMatch, TriagedRun, run_triaged};
+pub use tsg::{Branch, DiagnosisPlan, FactCapture, PlanStep, PlannedAction, parse_tsg};
 
 /// What went wrong in a FLASH run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -14,7 +14,12 @@
 //! `Action:` names a tool and its JSON arguments; `{name}` placeholders are filled from the
 //! working memory's facts. `If` lines are branches on the step's observations (a regular
 //! expression between backticks): `conclude "..."` records a conclusion, `go to step N` skips
-//! ahead; a conclusion without a jump finishes the diagnosis.
+//! ahead; a conclusion without a jump finishes the diagnosis. `Fact: name = `regex`` sets the
+//! fact `name` to the first capture group of the first observation of the step that matches.
+//!
+//! Before the first step, `Trigger: `regex`` lines say which incidents the guide is for (an
+//! alert or an early observation matching any of them), and `Unless: `regex`` lines which ones
+//! it is not for; [`super::triage`] picks a guide by them.
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -28,6 +33,28 @@ pub struct PlannedAction {
     pub tool: String,
     /// Its arguments (may hold `{fact}` placeholders).
     pub args: serde_json::Value,
+}
+
+/// A fact a step reads from its observations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FactCapture {
+    /// The fact's name (a `{name}` placeholder of later steps).
+    pub name: String,
+    /// A regular expression with a capture group, matched against each observation
+    /// (case-insensitive, `^` and `$` at line ends).
+    pub pattern: String,
+}
+
+impl FactCapture {
+    /// The first capture group of the first of `observations` that matches.
+    pub fn capture(&self, observations: &[String]) -> Option<String> {
+        let re = Regex::new(&format!("(?im){}", self.pattern)).ok()?;
+        observations.iter().find_map(|o| {
+            re.captures(o)
+                .and_then(|c| c.get(1).or_else(|| c.get(0)))
+                .map(|m| m.as_str().to_string())
+        })
+    }
 }
 
 /// A branch on a step's observations.
@@ -54,6 +81,9 @@ pub struct PlanStep {
     pub actions: Vec<PlannedAction>,
     /// Branches, checked in order; the first that matches wins.
     pub branches: Vec<Branch>,
+    /// Facts the step reads from its observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub captures: Vec<FactCapture>,
 }
 
 /// An ordered plan.
@@ -63,6 +93,13 @@ pub struct DiagnosisPlan {
     pub title: String,
     /// The steps in order.
     pub steps: Vec<PlanStep>,
+    /// Which incidents the guide is for: regular expressions over the alert and early
+    /// observations (`Trigger:` lines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<String>,
+    /// Which incidents it is not for, though a trigger matches (`Unless:` lines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unless: Vec<String>,
 }
 
 fn step_heading(line: &str) -> Option<String> {
@@ -127,16 +164,33 @@ fn parse_action(text: &str) -> Option<PlannedAction> {
     })
 }
 
+/// The regular expression between the first pair of backticks of `text`, if it compiles, and
+/// the text after it.
+fn backticked(text: &str) -> Option<(String, &str)> {
+    let open = text.find('`')?;
+    let close = open + 1 + text[open + 1..].find('`')?;
+    let pattern = text[open + 1..close].to_string();
+    Regex::new(&format!("(?i){pattern}")).ok()?;
+    Some((pattern, &text[close + 1..]))
+}
+
+fn parse_capture(text: &str) -> Option<FactCapture> {
+    // Fact: name = `pattern`
+    let (name, rest) = text.split_once('=')?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    Some(FactCapture {
+        name: name.to_string(),
+        pattern: backticked(rest)?.0,
+    })
+}
+
 fn parse_branch(text: &str) -> Option<Branch> {
     // If `pattern`: conclude "..." and go to step N
-    let rest = text.trim();
-    let open = rest.find('`')?;
-    let close = open + 1 + rest[open + 1..].find('`')?;
-    let pattern = rest[open + 1..close].to_string();
-    Regex::new(&format!("(?i){pattern}")).ok()?;
-    let tail = rest[close + 1..]
-        .trim_start_matches([':', ',', ' '])
-        .to_string();
+    let (pattern, after) = backticked(text.trim())?;
+    let tail = after.trim_start_matches([':', ',', ' ']).to_string();
     let lower = tail.to_ascii_lowercase();
     let conclusion = lower.find("conclude").and_then(|i| {
         let after = &tail[i + "conclude".len()..];
@@ -188,14 +242,30 @@ pub fn parse_tsg(markdown: &str) -> Result<DiagnosisPlan, FlashError> {
                 detail: String::new(),
                 actions: Vec::new(),
                 branches: Vec::new(),
+                captures: Vec::new(),
             });
             continue;
         }
-        let Some(step) = current.as_mut() else {
-            continue;
-        };
         let body = t.trim_start_matches(['-', '*']).trim();
         let lower = body.to_ascii_lowercase();
+        let Some(step) = current.as_mut() else {
+            if lower.starts_with("trigger:")
+                && let Some((p, _)) = backticked(&body["trigger:".len()..])
+            {
+                plan.triggers.push(p);
+            } else if lower.starts_with("unless:")
+                && let Some((p, _)) = backticked(&body["unless:".len()..])
+            {
+                plan.unless.push(p);
+            }
+            continue;
+        };
+        if lower.starts_with("fact:")
+            && let Some(c) = parse_capture(&body["fact:".len()..])
+        {
+            step.captures.push(c);
+            continue;
+        }
         if lower.starts_with("action:")
             && let Some(a) = parse_action(&body["action:".len()..])
         {
@@ -243,6 +313,8 @@ impl DiagnosisPlan {
         };
         DiagnosisPlan {
             title: self.title.clone(),
+            triggers: self.triggers.clone(),
+            unless: self.unless.clone(),
             steps: kept
                 .iter()
                 .enumerate()
@@ -340,6 +412,25 @@ mod tests {
                 .matching_branch(&["all fine".into()])
                 .is_none()
         );
+    }
+
+    #[test]
+    fn triggers_and_fact_captures() {
+        let plan = parse_tsg(
+            "# Slow pods\nTrigger: `latency|slow`\nTrigger: `(unclosed`\nUnless: `exception`\n\
+             ## Find the pod\nAction: rank_components {}\nFact: component = `^1\\. (\\S+)`\n\
+             Fact: bad name = `x`\n",
+        )
+        .unwrap();
+        assert_eq!(plan.triggers, ["latency|slow"]);
+        assert_eq!(plan.unless, ["exception"]);
+        let capture = &plan.steps[0].captures[0];
+        assert_eq!(capture.name, "component");
+        let seen = vec!["Ranked:\n1. pod-a (score 2)\n2. pod-b".to_string()];
+        assert_eq!(capture.capture(&seen).as_deref(), Some("pod-a"));
+        assert_eq!(capture.capture(&["nothing".to_string()]), None);
+        assert_eq!(plan.steps[0].captures.len(), 1, "a bad fact line is detail");
+        assert_eq!(plan.select(&[1]).triggers, plan.triggers);
     }
 
     #[test]

@@ -26,11 +26,13 @@ pub mod model;
 mod orchestrator;
 pub mod pipeline;
 pub mod policy;
+pub mod ranking_tool;
 mod roles;
 
 pub use diagnosis_memory::{DiagnosisMemory, INCIDENTS_FILE};
 pub use orchestrator::{Fallbacks, Onset, Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
 pub use pipeline::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
+pub use ranking_tool::RankComponents;
 pub use roles::{
     Controller, Decision, Escalation, Exploration, ExploreRequest, Explorer, InvestigationView,
     OrchestraError, PastAction, PastIncident, Plan, Planner, Reasoner, ReplanRequest, Subgoal,
