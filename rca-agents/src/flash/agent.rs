@@ -187,6 +187,9 @@ impl FlashPolicy for RulePolicy {
 /// The token limit of one decision of the model policy.
 pub const DECISION_MAX_TOKENS: u32 = 256;
 
+/// The token limit of a status reading (`{"status": "step_completion"}` is about a dozen).
+pub const STATUS_MAX_TOKENS: u32 = 48;
+
 /// The shape of a decision: a thought and one action with its arguments.
 fn decision_schema() -> serde_json::Value {
     serde_json::json!({
@@ -266,25 +269,27 @@ impl ModelPolicy {
         self.ask_json(
             system,
             user,
-            "decision",
+            ("decision", DECISION_MAX_TOKENS),
             decision_schema(),
             r#"{"thought": "...", "action": {"name": "...", "args": {}}}"#,
         )
         .await
     }
 
+    /// Asks for one JSON object of `schema` (named `name`, at most `max_tokens`), repairing
+    /// it locally or asking again for `shape`.
     async fn ask_json(
         &self,
         system: String,
         user: String,
-        name: &str,
+        (name, max_tokens): (&str, u32),
         schema: serde_json::Value,
         shape: &str,
     ) -> Result<(serde_json::Value, Usage), FlashError> {
         let mut request =
             CompletionRequest::new(vec![Message::system(system), Message::user(user)])
                 .with_temperature(0.0)
-                .with_max_tokens(DECISION_MAX_TOKENS);
+                .with_max_tokens(max_tokens);
         request.response_format = ResponseFormat::JsonSchema {
             name: name.into(),
             schema,
@@ -369,7 +374,7 @@ impl FlashPolicy for ModelPolicy {
             .ask_json(
                 STATUS_PROMPT.to_string(),
                 status_view(memory),
-                "status",
+                ("status", STATUS_MAX_TOKENS),
                 status_schema(),
                 r#"{"status": "..."}"#,
             )

@@ -307,6 +307,25 @@ async fn flash(
                 confined,
                 format!("{} contexts", f.contexts.len()),
             ));
+            // The model read every status; a reading the guide does not allow did not stand.
+            let read = f
+                .contexts
+                .iter()
+                .filter(|c| c.status.model.is_some() || c.status.model_error.is_some())
+                .count();
+            let overruled = f.contexts.iter().filter(|c| c.status.overruled).count();
+            let supervised = f.contexts.iter().all(|c| {
+                c.status.model.is_none_or(|m| c.status.overruled || m == c.status.chosen)
+                    && (!c.status.overruled || c.status.model != Some(c.status.chosen))
+            });
+            run.invariants.push(Invariant::new(
+                "the model reads each status, the guide's rules supervise it",
+                read == f.contexts.len() && supervised,
+                format!(
+                    "{read} of {} statuses read by the model, {overruled} overruled",
+                    f.contexts.len()
+                ),
+            ));
         }
         Ok(Err(e)) => {
             // A model failure ends the run with a typed error, never a panic.
