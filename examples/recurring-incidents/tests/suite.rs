@@ -820,8 +820,17 @@ async fn the_full_job_finds_the_pod_and_picks_the_guide_on_the_cpu_incident() {
         .await
         .unwrap()
         .text;
-    assert!(ranked.starts_with("Components the telemetry points at"), "{ranked}");
-    assert_eq!(ranked.lines().filter(|l| l.starts_with(char::is_numeric)).count(), 3);
+    assert!(
+        ranked.starts_with("Components the telemetry points at"),
+        "{ranked}"
+    );
+    assert_eq!(
+        ranked
+            .lines()
+            .filter(|l| l.starts_with(char::is_numeric))
+            .count(),
+        3
+    );
     // The alert names a symptom at an entry point, not the pod; the triage finds the pod and
     // the triggers pick the CPU guide, whose answer the case's verdict accepts.
     let alert = "SLO alert at the entry point: median latency up";

@@ -315,7 +315,9 @@ async fn flash(
                 .count();
             let overruled = f.contexts.iter().filter(|c| c.status.overruled).count();
             let supervised = f.contexts.iter().all(|c| {
-                c.status.model.is_none_or(|m| c.status.overruled || m == c.status.chosen)
+                c.status
+                    .model
+                    .is_none_or(|m| c.status.overruled || m == c.status.chosen)
                     && (!c.status.overruled || c.status.model != Some(c.status.chosen))
             });
             run.invariants.push(Invariant::new(
