@@ -230,33 +230,35 @@ pub struct RecordingContext {
     pub tools: Vec<ToolSpec>,
 }
 
-/// The live tools over a case's bundled telemetry (deterministic experts, no model).
-pub async fn live_tools(case: &Case) -> Result<(Incident, ToolRegistry), SuiteError> {
+/// A case's bundled incident directory, opened.
+fn open_incident(case: &Case) -> Result<IncidentDir, SuiteError> {
     let dir = case.incident_dir();
-    let loaded =
-        IncidentDir::open(&dir).map_err(|e| SuiteError::Data(format!("{}: {e}", dir.display())))?;
-    let incident = loaded.incident.clone();
-    let tools = IncidentTools::from_dir(loaded).map_err(|e| SuiteError::Data(e.to_string()))?;
-    let registry = tools
+    IncidentDir::open(&dir).map_err(|e| SuiteError::Data(format!("{}: {e}", dir.display())))
+}
+
+/// Our tools over an opened incident directory (deterministic experts, no model).
+async fn incident_tools(loaded: IncidentDir) -> Result<ToolRegistry, SuiteError> {
+    IncidentTools::from_dir(loaded)
+        .map_err(|e| SuiteError::Data(e.to_string()))?
         .registry(None)
         .await
-        .map_err(|e| SuiteError::Tools(e.to_string()))?;
-    Ok((incident, registry))
+        .map_err(|e| SuiteError::Tools(e.to_string()))
+}
+
+/// The live tools over a case's bundled telemetry (deterministic experts, no model).
+pub async fn live_tools(case: &Case) -> Result<(Incident, ToolRegistry), SuiteError> {
+    let loaded = open_incident(case)?;
+    let incident = loaded.incident.clone();
+    Ok((incident, incident_tools(loaded).await?))
 }
 
 /// The live tools of [`live_tools`] plus `rank_components` (the deterministic diagnosis over
 /// the same telemetry): what a run needs that must find the component itself.
 pub async fn full_job_tools(case: &Case) -> Result<(Incident, ToolRegistry), SuiteError> {
-    let dir = case.incident_dir();
-    let loaded =
-        IncidentDir::open(&dir).map_err(|e| SuiteError::Data(format!("{}: {e}", dir.display())))?;
+    let loaded = open_incident(case)?;
     let incident = loaded.incident.clone();
     let telemetry = IncidentTelemetry::of_dir(&loaded);
-    let tools = IncidentTools::from_dir(loaded).map_err(|e| SuiteError::Data(e.to_string()))?;
-    let mut registry = tools
-        .registry(None)
-        .await
-        .map_err(|e| SuiteError::Tools(e.to_string()))?;
+    let mut registry = incident_tools(loaded).await?;
     registry
         .register_typed(RankComponents::new(telemetry, incident.clone()))
         .map_err(|e| SuiteError::Tools(e.to_string()))?;

@@ -743,13 +743,7 @@ impl FlashAgent {
                     }
                     "human_query" => {
                         let question = args["question"].as_str().unwrap_or_default().to_string();
-                        if let Some(p) = memory
-                            .pending
-                            .as_mut()
-                            .filter(|p| p.first().is_some_and(|x| x.tool == "human_query"))
-                        {
-                            p.remove(0);
-                        }
+                        memory.complete_pending("human_query");
                         let wait = std::time::Duration::from_millis(self.config.human_timeout_ms);
                         match &self.human {
                             Some(h) => match tokio::time::timeout(wait, h.ask(&question))
@@ -815,11 +809,7 @@ impl FlashAgent {
                         };
                         match answer {
                             Ok(a) => {
-                                if let Some(p) = memory.pending.as_mut().filter(|p| {
-                                    p.first().is_some_and(|x| x.tool == "llm_reasoning")
-                                }) {
-                                    p.remove(0);
-                                }
+                                memory.complete_pending("llm_reasoning");
                                 memory
                                     .current_result()
                                     .observations
@@ -899,11 +889,7 @@ impl FlashAgent {
                                 &tool_ctx.clone().at_step(iteration),
                             )
                             .await;
-                        if let Some(p) = memory.pending.as_mut()
-                            && p.first().is_some_and(|x| x.tool == data_tool)
-                        {
-                            p.remove(0);
-                        }
+                        memory.complete_pending(data_tool);
                         let (text, failed) = match result {
                             Ok(out) => {
                                 evidence.extend(out.evidence.iter().cloned());

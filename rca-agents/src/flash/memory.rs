@@ -69,6 +69,16 @@ impl GlobalMemory {
         &mut self.results[last]
     }
 
+    /// Marks the step's next pending action done when it is a call of `tool` (an action the
+    /// policy took on its own leaves the pending ones as they are).
+    pub fn complete_pending(&mut self, tool: &str) {
+        if let Some(p) = self.pending.as_mut()
+            && p.first().is_some_and(|x| x.tool == tool)
+        {
+            p.remove(0);
+        }
+    }
+
     /// Moves to step `index` (0-based), clearing the pending actions.
     pub fn advance_to(&mut self, index: usize) {
         self.current = index;

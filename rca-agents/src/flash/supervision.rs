@@ -66,16 +66,11 @@ impl StatusDecision {
                 "(status: the model said {m}, not allowed here; the rules chose {}) ",
                 self.chosen
             ),
-            (Some(m), _) if Some(*m) != self.rules => {
-                format!(
-                    "(status: the model's {m}; the rules would have said {}) ",
-                    {
-                        self.rules
-                            .map(|r| r.to_string())
-                            .unwrap_or_else(|| "nothing".into())
-                    }
-                )
-            }
+            (Some(m), _) if Some(*m) != self.rules => format!(
+                "(status: the model's {m}; the rules would have said {}) ",
+                self.rules
+                    .map_or_else(|| "nothing".to_string(), |r| r.to_string())
+            ),
             (None, Some(e)) => format!("(status: the model failed ({e}); the rules decided) "),
             _ => String::new(),
         }
