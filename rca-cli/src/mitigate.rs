@@ -1,5 +1,6 @@
-//! `rca mitigate`: run STRATUS on a simulated fault scenario, list the scenarios, or run the
-//! TNR ablation benchmark.
+//! `rca mitigate`: run STRATUS on a simulated fault scenario (built in, or a scenario file),
+//! list the scenarios, benchmark the agents on scenario files, or run the fixed-odds
+//! demonstration of TNR.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -10,10 +11,11 @@ use async_trait::async_trait;
 use clap::{Args, Subcommand, ValueEnum};
 use rca_agents::stratus::agents::{PolicyDetector, PolicyDiagnoser};
 use rca_agents::stratus::bench::{BenchConfig, Odds, StochasticMitigator, run_bench_observed};
+use rca_agents::stratus::scenario_bench::{AgentBenchConfig, AgentSet, run_agent_bench};
 use rca_agents::stratus::severity::{SeverityWeights, mu_text};
 use rca_agents::stratus::{
-    Approver, Outcome, Proposal, SCENARIOS, SimEnvironment, Stratus, Tnr, TnrConfig, oracle,
-    scenario,
+    Approver, Outcome, Proposal, Scenario, SimEnvironment, Stratus, Tnr, TnrConfig,
+    builtin_scenarios, scenario,
 };
 use tokio::sync::RwLock;
 
@@ -22,9 +24,12 @@ use tokio::sync::RwLock;
 pub struct MitigateArgs {
     #[command(subcommand)]
     command: Option<MitigateCommand>,
-    /// The scenario to mitigate (see --list).
-    #[arg(long)]
+    /// The built-in scenario to mitigate (see --list).
+    #[arg(long, conflicts_with = "scenario_file")]
     scenario: Option<String>,
+    /// A scenario file to mitigate (docs/guides/stratus.md describes the format).
+    #[arg(long, value_name = "FILE")]
+    scenario_file: Option<PathBuf>,
     /// List the scenarios.
     #[arg(long)]
     list: bool,
@@ -70,8 +75,55 @@ enum PolicyArg {
 
 #[derive(Debug, Subcommand)]
 enum MitigateCommand {
-    /// The TNR ablation: tnr / retry_no_undo / no_retry over every scenario x N seeds.
-    Bench(BenchArgs),
+    /// The agents on scenario files: deterministic (and with --model, model-backed), each
+    /// under TNR and without undo.
+    Bench(AgentBenchArgs),
+    /// Check scenario files: each builds, its fault breaks the cluster without crashing it,
+    /// and its reference fix passes the oracle. Runs no agent.
+    Check(CheckArgs),
+    /// The fixed-odds demonstration of TNR (a mechanism, not a measurement): tnr /
+    /// retry_no_undo / no_retry over every built-in scenario x N seeds.
+    Demo(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Scenario files, or directories of them.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct AgentBenchArgs {
+    /// Run the scenario files of this directory (default: the built-in scenarios).
+    #[arg(long, value_name = "DIR")]
+    scenario_dir: Option<PathBuf>,
+    /// Also run model-backed agents, on the OpenAI-compatible server of `--model-url` (or
+    /// `RCA_LLM_BASE_URL`).
+    #[arg(long)]
+    model: bool,
+    /// The model server (default: `RCA_LLM_BASE_URL`).
+    #[arg(long)]
+    model_url: Option<String>,
+    /// The model name (default: `RCA_LLM_MODEL`).
+    #[arg(long)]
+    model_name: Option<String>,
+    /// Read commands the model diagnoser may run per attempt.
+    #[arg(long, default_value_t = 2)]
+    reads: usize,
+    /// Attempts per run.
+    #[arg(long, default_value_t = 10, value_parser = crate::numbers::at_least_one())]
+    max_attempts: usize,
+    /// Wall time of one run, in seconds.
+    #[arg(long, default_value_t = 600, value_parser = crate::numbers::at_least_one_u64())]
+    run_seconds: u64,
+    /// Print every run as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write the tables into this Markdown file (section `stratus-agents-<dir>`, with
+    /// `-model` when --model).
+    #[arg(long)]
+    write_docs: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -138,30 +190,36 @@ pub fn run(args: MitigateArgs) -> anyhow::Result<()> {
 }
 
 async fn run_async(args: MitigateArgs) -> anyhow::Result<()> {
-    if let Some(MitigateCommand::Bench(b)) = args.command {
-        return bench(b).await;
+    match args.command {
+        Some(MitigateCommand::Demo(b)) => return demo(b).await,
+        Some(MitigateCommand::Bench(b)) => return agent_bench(b).await,
+        Some(MitigateCommand::Check(c)) => return check(c),
+        None => {}
     }
     if args.list {
-        for s in SCENARIOS {
+        for s in builtin_scenarios()? {
             println!("{:<20} {}", s.name, s.summary);
         }
         return Ok(());
     }
-    let name = args
-        .scenario
-        .as_deref()
-        .context("give --scenario NAME, --list, or the `bench` subcommand")?;
-    let s = scenario(name)?;
+    let s: Scenario = match (&args.scenario, &args.scenario_file) {
+        (Some(name), _) => scenario(name)?.clone(),
+        (None, Some(path)) => Scenario::from_file(path)?,
+        (None, None) => anyhow::bail!(
+            "give --scenario NAME, --scenario-file FILE, --list, or a subcommand (bench, demo)"
+        ),
+    };
     let weights = SeverityWeights {
         alerts: args.w_alerts,
         sla_violations: args.w_sla,
         capacity_loss: args.w_capacity,
     };
-    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build()?)));
     let config = TnrConfig {
         max_commands: args.max_commands,
         weights,
         dry_run: args.dry_run,
+        ..TnrConfig::default()
     };
     let mut tnr = Tnr::new(Arc::clone(&env), config).await?;
     if args.approve {
@@ -174,7 +232,7 @@ async fn run_async(args: MitigateArgs) -> anyhow::Result<()> {
             Arc::new(PolicyDiagnoser),
             Arc::new(StochasticMitigator::new(
                 Arc::clone(&env),
-                s,
+                s.clone(),
                 Odds::default(),
                 args.seed,
             )),
@@ -240,7 +298,7 @@ async fn run_async(args: MitigateArgs) -> anyhow::Result<()> {
         .map(|p| serde_json::to_value(p).map(|v| v.as_str().unwrap_or("").to_string()))
         .collect::<Result<_, _>>()?;
     println!("states: {}", phases.join(" -> "));
-    let verdict = oracle(&env.read().await.cluster().health());
+    let verdict = s.verdict(env.read().await.cluster());
     println!(
         "outcome: {} (alerts cleared: {}, requests succeed: {}, components healthy: {})",
         if report.resolved {
@@ -258,15 +316,119 @@ async fn run_async(args: MitigateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn bench(b: BenchArgs) -> anyhow::Result<()> {
+fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let mut bad = 0usize;
+    for path in &args.paths {
+        let scenarios = if path.is_dir() {
+            Scenario::from_dir(path)?
+        } else {
+            vec![Scenario::from_file(path)?]
+        };
+        for s in scenarios {
+            let c = s.check()?;
+            let status = if c.ok() { "ok" } else { "PROBLEM" };
+            bad += usize::from(!c.ok());
+            println!(
+                "{status:<8} {:<28} mu0 {}; fix {}",
+                c.name,
+                mu_text(c.mu0),
+                match c.fix_passes {
+                    None => "none given".to_string(),
+                    Some(true) => "passes the oracle".to_string(),
+                    Some(false) => format!("leaves: {}", c.after_fix.join("; ")),
+                }
+            );
+            for b in &c.broken {
+                println!("         broken: {b}");
+            }
+        }
+    }
+    if bad > 0 {
+        anyhow::bail!("{bad} scenario(s) have problems");
+    }
+    Ok(())
+}
+
+async fn agent_bench(b: AgentBenchArgs) -> anyhow::Result<()> {
+    let (scenarios, label): (Vec<Scenario>, String) = match &b.scenario_dir {
+        Some(dir) => (
+            Scenario::from_dir(dir)?,
+            dir.file_name()
+                .map_or("dir".into(), |n| n.to_string_lossy().to_string()),
+        ),
+        None => (builtin_scenarios()?.to_vec(), "builtin".into()),
+    };
+    let config = AgentBenchConfig {
+        max_attempts: b.max_attempts,
+        run_timeout: std::time::Duration::from_secs(b.run_seconds),
+        ..AgentBenchConfig::default()
+    };
+    let mut sets = vec![AgentSet::Deterministic];
+    let mut provenance = String::new();
+    if b.model {
+        let client = crate::bench_agents::live_client(
+            &b.model_url,
+            &b.model_name,
+            std::time::Duration::from_secs(120),
+        )?;
+        provenance = format!(
+            " Model: `{}` at the server of `--model-url` (or `RCA_LLM_BASE_URL`), {} read(s) per diagnosis.",
+            crate::bench_agents::env_or(&b.model_name, "RCA_LLM_MODEL")?,
+            b.reads
+        );
+        sets.push(AgentSet::Model {
+            model: Arc::new(client),
+            reads: b.reads,
+        });
+    }
+    let progress = crate::progress::Progress::bar(0, "mitigate bench");
+    let report = run_agent_bench(&scenarios, &sets, &config, |done, total| {
+        progress.set_position(done as u64, total as u64)
+    })
+    .await?;
+    progress.finish();
+    if b.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{}", report.markdown());
+    }
+    if let Some(path) = b.write_docs {
+        let section = format!(
+            "stratus-agents-{label}{}",
+            if b.model { "-model" } else { "" }
+        );
+        let command = format!(
+            "rca mitigate bench{}{} --max-attempts {} --write-docs {}",
+            b.scenario_dir
+                .as_ref()
+                .map(|d| format!(" --scenario-dir {}", d.display()))
+                .unwrap_or_default(),
+            if b.model { " --model" } else { "" },
+            b.max_attempts,
+            path.display()
+        );
+        let body = format!(
+            "## STRATUS agents on the scenarios of `{label}`\n\n{} scenario files.{provenance}\n\n{}",
+            scenarios.len(),
+            report.markdown()
+        );
+        rca_eval::docs::write_section(&path, &section, &command, &body)?;
+        eprintln!("wrote section {section} of {}", path.display());
+    }
+    Ok(())
+}
+
+async fn demo(b: BenchArgs) -> anyhow::Result<()> {
     let config = BenchConfig {
         seeds: b.seeds,
         max_attempts: b.max_attempts,
         ..BenchConfig::default()
     };
-    let progress = crate::progress::Progress::bar(0, "mitigate bench");
-    let report =
-        run_bench_observed(&config, |done, total| progress.set_position(done, total)).await?;
+    let progress = crate::progress::Progress::bar(0, "mitigate demo");
+    let report = run_bench_observed(&config, builtin_scenarios()?, |done, total| {
+        progress.set_position(done, total)
+    })
+    .await?;
     progress.finish();
     if b.json {
         println!("{}", serde_json::to_string(&report.summary())?);
@@ -275,13 +437,13 @@ async fn bench(b: BenchArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = b.write_docs {
         let command = format!(
-            "rca mitigate bench --seeds {} --max-attempts {} --write-docs {}",
+            "rca mitigate demo --seeds {} --max-attempts {} --write-docs {}",
             b.seeds,
             b.max_attempts,
             path.display()
         );
         let body = format!(
-            "## STRATUS: Transactional No-Regression ablation\n\n{}",
+            "## STRATUS: Transactional No-Regression, a fixed-odds demonstration\n\n{}",
             report.markdown()
         );
         rca_eval::docs::write_section(&path, "stratus-tnr-ablation", &command, &body)?;
@@ -303,12 +465,12 @@ mod tests {
     }
 
     #[test]
-    fn bench_writes_its_docs_section() {
+    fn demo_writes_its_docs_section() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("benchmarks.md");
         let t = T::try_parse_from([
             "rca",
-            "bench",
+            "demo",
             "--seeds",
             "2",
             "--json",
@@ -319,8 +481,51 @@ mod tests {
         run(t.args).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("<!-- BEGIN stratus-tnr-ablation -->"));
-        assert!(text.contains("rca mitigate bench --seeds 2"));
+        assert!(text.contains("rca mitigate demo --seeds 2"));
         assert!(text.contains("| tnr |"));
+        assert!(text.contains("not a measurement"));
+    }
+
+    #[test]
+    fn bench_runs_a_scenario_directory_and_writes_its_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let scenarios = dir.path().join("mine");
+        std::fs::create_dir(&scenarios).unwrap();
+        let s = scenario("stuck-pod").unwrap();
+        std::fs::write(
+            scenarios.join("a.yaml"),
+            serde_norway::to_string(s).unwrap(),
+        )
+        .unwrap();
+        let path = dir.path().join("benchmarks.md");
+        let t = T::try_parse_from([
+            "rca",
+            "bench",
+            "--scenario-dir",
+            scenarios.to_str().unwrap(),
+            "--write-docs",
+            path.to_str().unwrap(),
+        ])
+        .unwrap();
+        run(t.args).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("<!-- BEGIN stratus-agents-mine -->"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| stuck-pod | deterministic | tnr | yes |"),
+            "{text}"
+        );
+        std::fs::write(scenarios.join("b.yaml"), "name: [").unwrap();
+        let t = T::try_parse_from([
+            "rca",
+            "bench",
+            "--scenario-dir",
+            scenarios.to_str().unwrap(),
+        ])
+        .unwrap();
+        assert!(run(t.args).unwrap_err().to_string().contains("b.yaml"));
     }
 
     #[test]

@@ -197,6 +197,52 @@ pub enum Command {
     },
 }
 
+/// What a write can take away, declared per verb. Whether a given command on a given system
+/// is irreversible is the environment's call ([`crate::stratus::Environment::irreversible`]),
+/// starting from this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reversibility {
+    /// Re-applying the snapshots of its footprint restores everything it changed.
+    Reversible,
+    /// It replaces pods (a new template, a new replica count): pod-local data of the pods it
+    /// replaces is lost, wherever pods keep any.
+    ReplacesPods,
+    /// Its purpose is deleting pods (`delete pod`, `drain`): their local data is gone, and
+    /// nothing can bring those pods back. Irreversible unless the environment knows the pods
+    /// hold nothing.
+    DeletesPods,
+    /// It deletes an object outright (refused by confinement for agents).
+    DeletesObject,
+}
+
+impl Command {
+    /// What this command can take away.
+    pub fn reversibility(&self) -> Reversibility {
+        match self {
+            Command::Delete { target } if target.kind == ResourceKind::Pod => {
+                Reversibility::DeletesPods
+            }
+            Command::Delete { .. } => Reversibility::DeletesObject,
+            Command::Drain { .. } => Reversibility::DeletesPods,
+            Command::Scale { .. }
+            | Command::SetImage { .. }
+            | Command::SetEnv { .. }
+            | Command::SetResources { .. }
+            | Command::RolloutUndo { .. } => Reversibility::ReplacesPods,
+            Command::Patch { target, .. } if target.kind == ResourceKind::Deployment => {
+                Reversibility::ReplacesPods
+            }
+            Command::Apply { manifest }
+                if manifest.get("kind").and_then(|k| k.as_str()) == Some("Deployment") =>
+            {
+                Reversibility::ReplacesPods
+            }
+            _ => Reversibility::Reversible,
+        }
+    }
+}
+
 /// Splits a command line into words, honouring single and double quotes.
 pub fn tokenize(input: &str) -> Result<Vec<String>, StratusError> {
     let mut words = Vec::new();
@@ -351,23 +397,11 @@ fn split_args(input: &str, words: Vec<String>) -> Result<Args, StratusError> {
 }
 
 fn parse_quantity_cpu(s: &str) -> Option<u32> {
-    if let Some(m) = s.strip_suffix('m') {
-        return m.parse().ok();
-    }
-    s.parse::<f64>()
-        .ok()
-        .filter(|v| *v >= 0.0 && *v < 1.0e6)
-        .map(|v| (v * 1000.0).round() as u32)
+    crate::stratus::sim::manifest::cpu_milli(s).ok()
 }
 
 fn parse_quantity_memory(s: &str) -> Option<u32> {
-    if let Some(m) = s.strip_suffix("Mi") {
-        return m.parse().ok();
-    }
-    if let Some(g) = s.strip_suffix("Gi") {
-        return g.parse::<u32>().ok().and_then(|g| g.checked_mul(1024));
-    }
-    None
+    crate::stratus::sim::manifest::memory_mi(s).ok()
 }
 
 impl Command {

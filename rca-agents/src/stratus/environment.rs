@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 
-use super::command::ResourceRef;
+use super::command::{ResourceRef, Reversibility};
 use super::confinement::{ReadCommand, WriteCommand, confine_read};
 use super::error::{EnvError, StratusError};
 use super::severity::HealthReport;
@@ -157,6 +157,25 @@ pub trait Environment: Send + Sync {
 
     /// The service call graph.
     async fn service_graph(&self) -> Result<ServiceGraph, EnvError>;
+
+    /// Lets the system converge after writes (rollouts, restarts, readiness), waiting at most
+    /// `max_wait_s` seconds (simulated or real). The default has nothing to wait for.
+    async fn settle(&mut self, _max_wait_s: u64) -> Result<(), EnvError> {
+        Ok(())
+    }
+
+    /// Whether `command` would destroy what no snapshot can bring back, and what. The
+    /// default follows the command's declared [`Reversibility`]: deleting pods is
+    /// irreversible (their local data goes with them); an environment that knows which pods
+    /// hold data answers exactly.
+    async fn irreversible(&self, command: &WriteCommand) -> Result<Option<String>, EnvError> {
+        Ok(match command.command().reversibility() {
+            Reversibility::DeletesPods | Reversibility::DeletesObject => {
+                Some("it deletes pods or objects, and whatever they held".into())
+            }
+            Reversibility::Reversible | Reversibility::ReplacesPods => None,
+        })
+    }
 
     /// Predicts the health after running `commands` against a copy of the state, without
     /// touching the real one; `None` when the environment cannot dry-run.

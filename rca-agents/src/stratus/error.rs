@@ -80,6 +80,23 @@ pub enum StratusError {
         /// The names that exist, comma separated.
         known: String,
     },
+    /// A scenario file is malformed or does not build: fix the file.
+    #[error("scenario {name} is invalid: {message}")]
+    InvalidScenario {
+        /// The scenario's name or file.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A command would destroy what no snapshot can bring back, and no approver allowed it:
+    /// find a reversible way, or ask a human.
+    #[error("command `{command}` is irreversible: {reason}")]
+    Irreversible {
+        /// The command.
+        command: String,
+        /// What it would destroy.
+        reason: String,
+    },
     /// Internal state was poisoned by a panicking thread: stop.
     #[error("internal error: {message}")]
     Internal {

@@ -185,14 +185,14 @@ impl Stratus {
 mod tests {
     use super::*;
     use crate::stratus::sim::SimEnvironment;
-    use crate::stratus::sim::scenarios::SCENARIOS;
+    use crate::stratus::sim::scenarios::builtin;
     use crate::stratus::transaction::TnrConfig;
     use tokio::sync::RwLock;
 
     #[tokio::test]
     async fn policies_mitigate_every_scenario_without_visible_regression() {
-        for s in SCENARIOS {
-            let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+        for s in builtin().unwrap() {
+            let env = Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())));
             let tnr = Tnr::new(env, TnrConfig::default()).await.unwrap();
             let report = Stratus::default().run(&tnr).await.unwrap();
             assert!(

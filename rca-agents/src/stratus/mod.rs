@@ -19,6 +19,7 @@ pub mod environment;
 pub mod error;
 pub mod machine;
 pub mod oracle;
+pub mod scenario_bench;
 pub mod severity;
 pub mod sim;
 pub mod transaction;
@@ -31,7 +32,7 @@ pub use machine::{Phase, RunReport, Stratus};
 pub use oracle::{OracleVerdict, oracle};
 pub use severity::{HealthReport, SeverityWeights};
 pub use sim::SimEnvironment;
-pub use sim::scenarios::{SCENARIOS, Scenario, scenario};
+pub use sim::scenarios::{Scenario, builtin as builtin_scenarios, scenario};
 pub use transaction::{Approver, Outcome, Proposal, Tnr, TnrConfig, TransactionRecord};
 
 #[cfg(test)]

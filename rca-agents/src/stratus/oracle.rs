@@ -1,5 +1,6 @@
-//! The termination oracles: alerts cleared, requests succeed, components healthy. They read
-//! only a [`HealthReport`], so they work for any [`crate::stratus::Environment`].
+//! The termination oracles: alerts cleared, requests succeed (and answer correctly),
+//! components healthy. They read only a [`HealthReport`], so they work for any
+//! [`crate::stratus::Environment`].
 
 use serde::Serialize;
 
@@ -10,7 +11,7 @@ use super::severity::HealthReport;
 pub struct OracleVerdict {
     /// No alert fires.
     pub alerts_cleared: bool,
-    /// Every route meets its SLO.
+    /// Every route meets its SLO and its functional probe gets correct answers.
     pub requests_succeed: bool,
     /// Every pod and in-service node is ready.
     pub components_healthy: bool,
@@ -38,6 +39,7 @@ pub fn oracle(h: &HealthReport) -> OracleVerdict {
             v.route, v.success_rate, v.latency_ms
         )
     }));
+    remaining.extend(h.failed_probes.iter().cloned());
     remaining.extend(
         h.unhealthy_components
             .iter()
@@ -48,7 +50,7 @@ pub fn oracle(h: &HealthReport) -> OracleVerdict {
     }
     OracleVerdict {
         alerts_cleared: h.alerts.is_empty(),
-        requests_succeed: h.sla_violations.is_empty() && !h.crashed,
+        requests_succeed: h.sla_violations.is_empty() && h.failed_probes.is_empty() && !h.crashed,
         components_healthy: h.unhealthy_components.is_empty() && !h.crashed,
         remaining,
     }

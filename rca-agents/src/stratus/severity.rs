@@ -40,6 +40,10 @@ pub struct HealthReport {
     pub crashed: bool,
     /// Components that are not healthy (pods not ready, nodes not ready), for the oracle.
     pub unhealthy_components: Vec<String>,
+    /// Functional probes that fail: a route that answers, but wrongly. Not part of mu (no
+    /// status code shows it); the oracle requires none.
+    #[serde(default)]
+    pub failed_probes: Vec<String>,
 }
 
 /// The weights of the severity metric.
@@ -110,6 +114,7 @@ mod tests {
             capacity_loss: 3,
             crashed: false,
             unhealthy_components: vec![],
+            failed_probes: vec![],
         };
         let w = SeverityWeights {
             alerts: 2.0,

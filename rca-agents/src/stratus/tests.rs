@@ -18,7 +18,11 @@ use super::machine::Stratus;
 use super::severity::{HealthReport, SeverityWeights};
 use super::sim::SimEnvironment;
 use super::sim::model::Cluster;
-use super::sim::scenarios::SCENARIOS;
+use super::sim::scenarios::{Scenario, builtin};
+
+fn all() -> &'static [Scenario] {
+    builtin().unwrap()
+}
 use super::transaction::{Outcome, Tnr, TnrConfig, UndoAgent, UndoEntry};
 
 /// A command drawn from three random bytes, naming resources that exist in `c`.
@@ -78,11 +82,11 @@ proptest! {
     /// Lemma 3.1: no visible state has mu above mu(s0), whatever the transactions do.
     #[test]
     fn visible_mu_never_exceeds_mu0(
-        scenario in 0..SCENARIOS.len(),
+        scenario in 0..13usize,
         txns in prop::collection::vec(prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..4), 1..6),
     ) {
         rt().block_on(async {
-            let env = Arc::new(RwLock::new(SimEnvironment::new(SCENARIOS[scenario].build())));
+            let env = Arc::new(RwLock::new(SimEnvironment::new(all()[scenario].build().unwrap())));
             let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default()).await.unwrap();
             let w = SeverityWeights::default();
             let mu0 = w.mu(&env.read().await.cluster().health());
@@ -106,11 +110,11 @@ proptest! {
     /// Faithful undo: restoring the undo stack gives back exactly the prior state.
     #[test]
     fn undo_restores_the_exact_prior_state(
-        scenario in 0..SCENARIOS.len(),
+        scenario in 0..13usize,
         cmds in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..8),
     ) {
         rt().block_on(async {
-            let mut env = SimEnvironment::new(SCENARIOS[scenario].build());
+            let mut env = SimEnvironment::new(all()[scenario].build().unwrap());
             let before = env.clone();
             let hash = env.state_hash().await.unwrap();
             let mut stack = Vec::new();
@@ -124,7 +128,12 @@ proptest! {
             }
             UndoAgent.undo(&mut env, stack).await.unwrap();
             prop_assert_eq!(env.state_hash().await.unwrap(), hash);
-            prop_assert!(env == before);
+            // The specs are back; pods are the controller's (a deleted pod is replaced, not
+            // resurrected), and what a command destroyed stays destroyed.
+            let specs = |c: &Cluster| c.deployments.values().map(|d| d.spec()).collect::<Vec<_>>();
+            prop_assert_eq!(specs(env.cluster()), specs(before.cluster()));
+            prop_assert_eq!(&env.cluster().services, &before.cluster().services);
+            prop_assert_eq!(&env.cluster().config_maps, &before.cluster().config_maps);
             Ok(())
         })?;
     }
@@ -169,15 +178,21 @@ impl Environment for Probe {
     async fn service_graph(&self) -> Result<ServiceGraph, EnvError> {
         self.inner.service_graph().await
     }
+    async fn settle(&mut self, max_wait_s: u64) -> Result<(), EnvError> {
+        self.inner.settle(max_wait_s).await
+    }
+    async fn irreversible(&self, c: &WriteCommand) -> Result<Option<String>, EnvError> {
+        self.inner.irreversible(c).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writers_never_overlap_under_concurrent_agents() {
     let active = Arc::new(AtomicUsize::new(0));
     let max = Arc::new(AtomicUsize::new(0));
-    let s = &SCENARIOS[0];
+    let s = &all()[0];
     let env = Arc::new(RwLock::new(Probe {
-        inner: SimEnvironment::new(s.build()),
+        inner: SimEnvironment::new(s.build().unwrap()),
         active: Arc::clone(&active),
         max: Arc::clone(&max),
     }));
@@ -225,7 +240,7 @@ async fn writers_never_overlap_under_concurrent_agents() {
 
 #[tokio::test]
 async fn k_bounds_transactions_and_reads_are_refused_inside_them() {
-    let env = Arc::new(RwLock::new(SimEnvironment::new(SCENARIOS[2].build())));
+    let env = Arc::new(RwLock::new(SimEnvironment::new(all()[2].build().unwrap())));
     let tnr = Tnr::new(
         env,
         TnrConfig {
@@ -257,7 +272,7 @@ async fn k_bounds_transactions_and_reads_are_refused_inside_them() {
 #[tokio::test]
 async fn dry_run_rejects_crashing_transactions_without_touching_state() {
     let s = super::sim::scenarios::scenario("scaled-to-zero").unwrap();
-    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())));
     let before = env.read().await.cluster().state_hash();
     let tnr = Tnr::new(
         Arc::clone(&env),
@@ -291,7 +306,7 @@ impl super::transaction::Approver for Approve {
 #[tokio::test]
 async fn approver_can_decline() {
     let s = super::sim::scenarios::scenario("scaled-to-zero").unwrap();
-    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())));
     let before = env.read().await.cluster().state_hash();
     let no = Arc::new(Approve(false, AtomicUsize::new(0)));
     let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
@@ -320,8 +335,8 @@ async fn approver_can_decline() {
 #[tokio::test]
 async fn harmful_transaction_aborts_with_hidden_path_and_restores() {
     let s = super::sim::scenarios::scenario("wrong-target-port").unwrap();
-    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
-    let before = env.read().await.clone();
+    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())));
+    let before = env.read().await.cluster().state_hash();
     let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
         .await
         .unwrap();
@@ -337,10 +352,11 @@ async fn harmful_transaction_aborts_with_hidden_path_and_restores() {
         "{:?}",
         rec.outcome
     );
-    assert_eq!(rec.hidden_mu.len(), 2);
+    // Two commands, then the converged state.
+    assert_eq!(rec.hidden_mu.len(), 3);
     assert!(rec.hidden_mu[0].unwrap() > rec.mu_pre.unwrap());
     assert_eq!(rec.visible_mu, rec.mu_pre);
-    assert!(*env.read().await == before);
+    assert_eq!(env.read().await.cluster().state_hash(), before);
     let paths = tnr.paths();
     assert_eq!(paths.visible.len(), 2);
     assert!(paths.hidden.len() > paths.visible.len());
@@ -349,7 +365,7 @@ async fn harmful_transaction_aborts_with_hidden_path_and_restores() {
 #[tokio::test]
 async fn scripted_model_agents_retry_after_abort_with_the_verdict() {
     let s = super::sim::scenarios::scenario("scaled-to-zero").unwrap();
-    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())));
     let detector = ScriptedModel::from_texts(
         "scripted-retry-after-abort-detector",
         [r#"{"incident": true, "summary": "cart has no endpoints"}"#],
@@ -402,7 +418,7 @@ async fn scripted_model_agents_retry_after_abort_with_the_verdict() {
 
 #[tokio::test]
 async fn malformed_model_output_is_an_error_not_a_panic() {
-    let env = Arc::new(RwLock::new(SimEnvironment::new(SCENARIOS[0].build())));
+    let env = Arc::new(RwLock::new(SimEnvironment::new(all()[0].build().unwrap())));
     let tnr = Tnr::new(env, TnrConfig::default()).await.unwrap();
     let machine = Stratus::new(
         Arc::new(ModelDetector::new(Arc::new(ScriptedModel::from_texts(
@@ -426,7 +442,7 @@ proptest! {
     /// overlap, and no visible state exceeds mu(s0).
     #[test]
     fn writers_never_overlap_when_machines_run_concurrently(
-        scenario in 0..SCENARIOS.len(),
+        scenario in 0..13usize,
         extra in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..6),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -438,7 +454,7 @@ proptest! {
             let active = Arc::new(AtomicUsize::new(0));
             let max = Arc::new(AtomicUsize::new(0));
             let env = Arc::new(RwLock::new(Probe {
-                inner: SimEnvironment::new(SCENARIOS[scenario].build()),
+                inner: SimEnvironment::new(all()[scenario].build().unwrap()),
                 active: Arc::clone(&active),
                 max: Arc::clone(&max),
             }));
@@ -473,5 +489,220 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+}
+
+fn scenario_env(name: &str) -> Arc<RwLock<SimEnvironment>> {
+    let s = super::sim::scenarios::scenario(name).unwrap();
+    Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())))
+}
+
+#[tokio::test]
+async fn severity_rises_inside_a_transaction_that_commits_because_its_end_is_better() {
+    // Raising the CPU limit replaces every frontend pod: while they start, the service has no
+    // endpoints and severity rises; once they are ready it is below where it started.
+    let env = scenario_env("cpu-throttling");
+    let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
+        .await
+        .unwrap();
+    let rec = tnr
+        .run_text(&["set resources deployment/frontend --limits=cpu=600m".to_string()])
+        .await
+        .unwrap();
+    let pre = rec.mu_pre.unwrap();
+    assert!(rec.hidden_mu[0].unwrap() > pre, "{:?}", rec.hidden_mu);
+    assert!(rec.committed(), "{:?}", rec.outcome);
+    assert!(rec.visible_mu.unwrap() < pre);
+    assert_eq!(tnr.paths().visible.len(), 2);
+}
+
+#[tokio::test]
+async fn a_transaction_whose_converged_end_is_worse_aborts() {
+    // A memory limit below what the process needs: the pods restart (severity rises) and,
+    // converged, crash-loop on OOM. Undone.
+    let env = scenario_env("cpu-throttling");
+    let before = env.read().await.cluster().state_hash();
+    let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
+        .await
+        .unwrap();
+    let rec = tnr
+        .run_text(&["set resources deployment/frontend --limits=memory=64Mi".to_string()])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            rec.outcome,
+            Outcome::Aborted {
+                reason: super::transaction::AbortReason::Regressed { .. }
+            }
+        ),
+        "{:?}",
+        rec.outcome
+    );
+    assert_eq!(rec.visible_mu, rec.mu_pre);
+    assert_eq!(env.read().await.cluster().state_hash(), before);
+}
+
+#[test]
+fn reversibility_is_declared_per_command() {
+    use super::command::{Command, Reversibility};
+    let r = |t: &str| Command::parse(t).unwrap().reversibility();
+    assert_eq!(r("delete pod db-1"), Reversibility::DeletesPods);
+    assert_eq!(r("drain node-1"), Reversibility::DeletesPods);
+    assert_eq!(
+        r("scale deployment db --replicas=0"),
+        Reversibility::ReplacesPods
+    );
+    assert_eq!(
+        r("set resources deployment/db --limits=memory=1Gi"),
+        Reversibility::ReplacesPods
+    );
+    assert_eq!(r("cordon node-1"), Reversibility::Reversible);
+    assert_eq!(
+        r(r#"patch service db -p '{"targetPort": 1}'"#),
+        Reversibility::Reversible
+    );
+}
+
+#[tokio::test]
+async fn irreversible_commands_are_refused_without_an_approver_and_crash_when_approved() {
+    let env = scenario_env("stuck-pod");
+    let db_pod = env.read().await.cluster().deployments["db"].pods[0]
+        .name
+        .clone();
+    // The simulator says exactly which commands are irreversible: deleting the database's
+    // pod is; deleting a stateless pod is not.
+    let cmd = confine_write(&format!("delete pod {db_pod}")).unwrap();
+    let why = env.read().await.irreversible(&cmd).await.unwrap();
+    assert!(why.unwrap().contains("db"));
+    let web = env.read().await.cluster().deployments["frontend"].pods[0]
+        .name
+        .clone();
+    let ok = confine_write(&format!("delete pod {web}")).unwrap();
+    assert_eq!(env.read().await.irreversible(&ok).await.unwrap(), None);
+
+    let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
+        .await
+        .unwrap();
+    let rec = tnr
+        .run_text(&[format!("delete pod {db_pod}")])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            rec.outcome,
+            Outcome::Aborted {
+                reason: super::transaction::AbortReason::Irreversible { .. }
+            }
+        ),
+        "{:?}",
+        rec.outcome
+    );
+    assert!(rec.outputs.is_empty(), "it never ran");
+    assert!(!env.read().await.cluster().health().crashed);
+
+    // An approver who says yes: it runs, the data is gone, and TNR counts a crash.
+    let yes = Arc::new(Approve(true, AtomicUsize::new(0)));
+    let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
+        .await
+        .unwrap()
+        .with_approver(yes.clone());
+    let rec = tnr
+        .run_text(&[format!("delete pod {db_pod}")])
+        .await
+        .unwrap();
+    assert_eq!(rec.irreversible_executed.len(), 1);
+    assert_eq!(rec.visible_mu, None, "counted as a crash");
+    assert_eq!(tnr.paths().visible.last(), Some(&None));
+    assert!(
+        env.read().await.cluster().health().crashed,
+        "undo cannot bring data back"
+    );
+    assert_eq!(
+        yes.1.load(Ordering::SeqCst),
+        2,
+        "asked for the plan and for the command"
+    );
+}
+
+#[tokio::test]
+async fn without_undo_a_harmful_command_stays() {
+    let env = scenario_env("wrong-target-port");
+    let tnr = Tnr::new(
+        Arc::clone(&env),
+        TnrConfig {
+            undo: false,
+            ..TnrConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mu0 = tnr.paths().visible[0].unwrap();
+    let rec = tnr
+        .run_text(&["scale deployment frontend --replicas=0".to_string()])
+        .await
+        .unwrap();
+    assert!(rec.committed());
+    assert!(rec.visible_mu.unwrap() > mu0);
+}
+
+#[tokio::test]
+async fn observations_tell_no_answers() {
+    // What agents can read names symptoms, never the simulator's knowledge: no memory need,
+    // no CPU need, no revocation status.
+    for name in [
+        "oom-crash-loop",
+        "cpu-throttling",
+        "revoked-secret",
+        "missing-config-map",
+    ] {
+        let env = scenario_env(name);
+        let reader = super::environment::ReadHandle::new(Arc::clone(&env));
+        use super::environment::ReadAccess;
+        let mut seen = String::new();
+        for cmd in [
+            "get pods -o json",
+            "get deployments -o json",
+            "get services -o json",
+            "get secrets -o json",
+            "get nodes -o json",
+        ] {
+            seen.push_str(&reader.run_text(cmd).await.unwrap());
+        }
+        let deployments: Vec<String> = env
+            .read()
+            .await
+            .cluster()
+            .deployments
+            .keys()
+            .cloned()
+            .collect();
+        for d in deployments {
+            seen.push_str(
+                &reader
+                    .run_text(&format!("describe deployment {d}"))
+                    .await
+                    .unwrap(),
+            );
+            if let Ok(l) = reader.run_text(&format!("logs deployment/{d}")).await {
+                seen.push_str(&l);
+            }
+        }
+        seen.push_str(&serde_json::to_string(&reader.observe().await.unwrap()).unwrap());
+        let c = env.read().await.cluster().clone();
+        for (image, p) in &c.registry {
+            let _ = image;
+            assert!(
+                !seen.contains(&format!("{}Mi", p.memory_mi)),
+                "{name}: memory need {} shown",
+                p.memory_mi
+            );
+            assert!(!seen.contains(&format!("needs {}m", p.cpu_milli)), "{name}");
+        }
+        assert!(!seen.contains("revoked"), "{name}");
+        assert!(
+            !seen.contains("rps_per_pod") && !seen.contains("capacity_rps"),
+            "{name}"
+        );
     }
 }

@@ -33,7 +33,16 @@ pub struct TnrConfig {
     /// Dry-run each transaction against a copy of the state first, and reject it without
     /// touching the system when the copy crashes or regresses.
     pub dry_run: bool,
+    /// After its last command (and after an undo), a transaction waits at most this many
+    /// seconds for the system to converge before severity is judged.
+    pub settle_s: u64,
+    /// Transactional No-Regression on (the default). Off, for the ablation only: commands
+    /// run and stay, with no undo, no abort and no irreversibility check.
+    pub undo: bool,
 }
+
+/// The default convergence wait, seconds.
+pub const DEFAULT_SETTLE_S: u64 = 300;
 
 impl Default for TnrConfig {
     fn default() -> Self {
@@ -41,6 +50,8 @@ impl Default for TnrConfig {
             max_commands: DEFAULT_MAX_COMMANDS,
             weights: SeverityWeights::default(),
             dry_run: false,
+            settle_s: DEFAULT_SETTLE_S,
+            undo: true,
         }
     }
 }
@@ -56,6 +67,9 @@ pub struct Proposal {
     pub mu_pre: Option<f64>,
     /// Severity the dry run predicts, when one ran.
     pub dry_run_mu: Option<f64>,
+    /// When set, the approver is asked about this one irreversible command (inside the
+    /// transaction, before it runs): what it would destroy.
+    pub irreversible: Option<String>,
 }
 
 /// A host or a human who says yes or no to a transaction before it runs.
@@ -79,6 +93,20 @@ pub enum AbortReason {
         pre: f64,
         /// After.
         post: f64,
+    },
+    /// A command would destroy what no snapshot brings back, and no approver allowed it;
+    /// it did not run.
+    Irreversible {
+        /// The command.
+        command: String,
+        /// What it would destroy.
+        reason: String,
+    },
+    /// An approver allowed an irreversible command, and it ran: counted as a crash, since
+    /// undo cannot bring back what it destroyed.
+    IrreversibleExecuted {
+        /// The command.
+        command: String,
     },
     /// A command failed.
     CommandFailed {
@@ -130,6 +158,9 @@ pub struct TransactionRecord {
     pub outcome: Outcome,
     /// Undo steps run.
     pub undo_steps: usize,
+    /// Irreversible commands an approver allowed and that ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub irreversible_executed: Vec<String>,
     /// Health after the transaction (the visible state).
     #[serde(skip)]
     pub health_after: HealthReport,
@@ -242,6 +273,26 @@ impl<E: Environment> Tnr<E> {
         self.max_writers.load(Ordering::SeqCst)
     }
 
+    /// Asks the approver, if there is one, whether an irreversible command may run.
+    async fn approve_irreversible(
+        &self,
+        record: &TransactionRecord,
+        cmd: &WriteCommand,
+        reason: &str,
+    ) -> bool {
+        let Some(a) = &self.approver else {
+            return false;
+        };
+        a.approve(&Proposal {
+            id: record.id,
+            commands: vec![cmd.text().to_string()],
+            mu_pre: record.mu_pre,
+            dry_run_mu: None,
+            irreversible: Some(reason.to_string()),
+        })
+        .await
+    }
+
     fn push_hidden(&self, mu: f64) {
         if let Ok(mut p) = self.paths.lock() {
             p.hidden.push(mu_json(mu));
@@ -287,6 +338,7 @@ impl<E: Environment> Tnr<E> {
             visible_mu: None,
             outcome: Outcome::Declined,
             undo_steps: 0,
+            irreversible_executed: Vec::new(),
             health_after: HealthReport::default(),
         };
         // Dry run and approval happen before the write lock is taken.
@@ -315,6 +367,7 @@ impl<E: Environment> Tnr<E> {
                     commands: texts.clone(),
                     mu_pre: record.mu_pre,
                     dry_run_mu: dry_mu.and_then(mu_json),
+                    irreversible: None,
                 };
                 drop(guard);
                 if !a.approve(&proposal).await {
@@ -351,11 +404,25 @@ impl<E: Environment> Tnr<E> {
         let mut abort: Option<AbortReason> = None;
         let mut post = pre.clone();
         for cmd in cmds {
-            for r in env.footprint(cmd).await? {
-                stack.push(UndoEntry {
-                    command: cmd.text().to_string(),
-                    snapshot: env.snapshot(&r).await?,
-                });
+            if self.config.undo
+                && let Some(reason) = env.irreversible(cmd).await?
+            {
+                if !self.approve_irreversible(record, cmd, &reason).await {
+                    abort = Some(AbortReason::Irreversible {
+                        command: cmd.text().to_string(),
+                        reason,
+                    });
+                    break;
+                }
+                record.irreversible_executed.push(cmd.text().to_string());
+            }
+            if self.config.undo {
+                for r in env.footprint(cmd).await? {
+                    stack.push(UndoEntry {
+                        command: cmd.text().to_string(),
+                        snapshot: env.snapshot(&r).await?,
+                    });
+                }
             }
             match env.write(cmd).await {
                 Ok(out) => record.outputs.push(out),
@@ -376,6 +443,34 @@ impl<E: Environment> Tnr<E> {
                 abort = Some(AbortReason::Crashed);
                 break;
             }
+            if let Some(c) = record.irreversible_executed.last()
+                && c == cmd.text()
+            {
+                abort = Some(AbortReason::IrreversibleExecuted { command: c.clone() });
+                break;
+            }
+        }
+        if abort.is_none() || !self.config.undo {
+            // Let rollouts and restarts finish: severity is judged on the converged state.
+            env.settle(self.config.settle_s).await?;
+            post = env.observe().await?;
+            let m = w.mu(&post);
+            record.hidden_mu.push(mu_json(m));
+            self.push_hidden(m);
+            if post.crashed && abort.is_none() {
+                abort = Some(AbortReason::Crashed);
+            }
+        }
+        if !self.config.undo {
+            record.mu_post = mu_json(w.mu(&post));
+            record.visible_mu = record.mu_post;
+            record.health_after = post;
+            // Without undo an abort only stops the transaction: its changes stay.
+            record.outcome = match abort {
+                None => Outcome::Committed,
+                Some(reason) => Outcome::Aborted { reason },
+            };
+            return Ok(());
         }
         let mu_post = w.mu(&post);
         record.mu_post = mu_json(mu_post);
@@ -402,9 +497,16 @@ impl<E: Environment> Tnr<E> {
                         found,
                     });
                 }
+                env.settle(self.config.settle_s).await?;
                 let back = env.observe().await?;
                 self.push_hidden(w.mu(&back));
-                record.visible_mu = mu_json(w.mu(&back));
+                // What an executed irreversible command destroyed stays destroyed: the
+                // visible state counts as crashed whatever the environment reports.
+                record.visible_mu = if record.irreversible_executed.is_empty() {
+                    mu_json(w.mu(&back))
+                } else {
+                    None
+                };
                 record.health_after = back;
                 record.outcome = Outcome::Aborted { reason };
             }

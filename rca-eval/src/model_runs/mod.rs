@@ -83,6 +83,23 @@ impl BundledData {
         first_folder(&self.root.join("examples/incidents"))
     }
 
+    /// The first STRATUS scenario file (by name) of the held-out directory: one none of the
+    /// agents was written for.
+    pub fn heldout_scenario(&self) -> Result<PathBuf, String> {
+        let dir = self.root.join("rca-agents/scenarios/heldout");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("no scenario file in {}", dir.display()))
+    }
+
     /// The stream-job incident (example data written for the example, with code).
     pub fn stream_job_incident(&self) -> PathBuf {
         self.root.join("examples/stream-job/data")

@@ -11,10 +11,10 @@ use rca_agents::consistency::{EmbeddingVote, TrajectoryConsistency, text_self_co
 use rca_agents::flash::{FlashAgent, FlashConfig, ModelPolicy};
 use rca_agents::orchestra::{Decision, DiagnosisPipeline, PipelineConfig, RoleModels};
 use rca_agents::react::{Cancellation, ErrorRules, ReactAgent, ReactConfig, ReactRun};
+use rca_agents::stratus::Scenario;
 use rca_agents::stratus::Stratus;
 use rca_agents::stratus::agents::{ModelDiagnoser, ModelMitigator, PolicyDetector};
 use rca_agents::stratus::sim::SimEnvironment;
-use rca_agents::stratus::sim::scenarios::scenario;
 use rca_agents::stratus::transaction::{Tnr, TnrConfig};
 use rca_core::Modality;
 use rca_core::llm::{ChatModel, CompletionRequest, Message};
@@ -72,7 +72,7 @@ pub async fn run_agent(
         }
         "flash" => flash(model, &data.recurring_case()?, budgets).await,
         "orchestra" => orchestra(model, &data.real_incident()?, budgets).await,
-        "stratus" => stratus(model, budgets).await,
+        "stratus" => stratus(model, &data.heldout_scenario()?, budgets).await,
         #[cfg(feature = "sql")]
         "lifecycle" => lifecycle(model, &data.real_incident()?, budgets).await,
         "text-sc" => text_sc(model, budgets).await,
@@ -429,12 +429,19 @@ async fn orchestra(
     Ok(run)
 }
 
-/// STRATUS with model-backed diagnosis and mitigation agents on a simulated scenario, under
-/// Transactional No-Regression.
-async fn stratus(model: Arc<dyn ChatModel>, budgets: &RunBudgets) -> Result<AgentRun, String> {
+/// STRATUS with model-backed diagnosis and mitigation agents on a simulated scenario none of
+/// the agents was written for (the first held-out scenario file), under Transactional
+/// No-Regression.
+async fn stratus(
+    model: Arc<dyn ChatModel>,
+    file: &Path,
+    budgets: &RunBudgets,
+) -> Result<AgentRun, String> {
     let (audit, model) = audited(model);
-    let s = scenario("scaled-to-zero").map_err(|e| e.to_string())?;
-    let env = Arc::new(RwLock::new(SimEnvironment::new(s.build())));
+    let s = Scenario::from_file(file).map_err(|e| e.to_string())?;
+    let env = Arc::new(RwLock::new(SimEnvironment::new(
+        s.build().map_err(|e| e.to_string())?,
+    )));
     let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
         .await
         .map_err(|e| e.to_string())?;
@@ -448,7 +455,7 @@ async fn stratus(model: Arc<dyn ChatModel>, budgets: &RunBudgets) -> Result<Agen
     let result = tokio::time::timeout(budgets.wall_time, machine.run(&tnr)).await;
     let mut run = AgentRun::from_calls(
         "stratus",
-        "scaled-to-zero (simulated)",
+        &format!("{} (simulated, held out)", s.name),
         model.as_ref(),
         &audit.calls(),
     );

@@ -1,5 +1,5 @@
-//! The diagnosis agent (read-only), bootstrapped from the service call graph: alerting
-//! services are examined deepest first, since faults propagate towards the entries.
+//! The diagnosis role (read-only): its answer, the fault kinds, and the model-backed
+//! diagnoser. The deterministic one is [`super::diagnosis_policy::PolicyDiagnoser`].
 
 use std::sync::Arc;
 
@@ -28,6 +28,8 @@ pub enum FaultKind {
     MissingConfig,
     /// A config key the process needs is missing.
     MissingConfigKey,
+    /// A config value the process rejects: it runs, but answers wrongly.
+    InvalidConfigValue,
     /// The memory limit is below what the process needs.
     MemoryLimit,
     /// A node is not ready.
@@ -44,6 +46,8 @@ pub enum FaultKind {
     StuckPod,
     /// Pods are pending because nodes are cordoned.
     NodeCordoned,
+    /// Pods are pending because their node selector excludes every node with room.
+    NodeSelector,
     /// Not enough replicas for the load.
     Overload,
     /// Nothing recognised.
@@ -103,233 +107,6 @@ pub(crate) fn backticked(s: &str) -> Option<&str> {
     Some(&rest[..b])
 }
 
-/// Deterministic diagnosis from pod states, node states, service metrics and the call graph.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PolicyDiagnoser;
-
-fn diag(component: String, fault: FaultKind, reason: impl Into<String>) -> Diagnosis {
-    Diagnosis {
-        component,
-        fault,
-        reason: reason.into(),
-    }
-}
-
-#[async_trait]
-impl Diagnoser for PolicyDiagnoser {
-    async fn diagnose(
-        &self,
-        env: &dyn ReadAccess,
-        _feedback: &[Feedback],
-    ) -> Result<Diagnosis, StratusError> {
-        let health = env.observe().await?;
-        let nodes = items(env, "nodes").await?;
-        for n in &nodes {
-            let has_pods = n
-                .get("pods")
-                .and_then(Value::as_array)
-                .is_some_and(|p| !p.is_empty());
-            if n.get("ready") == Some(&Value::Bool(false)) && has_pods {
-                return Ok(diag(
-                    format!("node/{}", str_of(n, "name")),
-                    FaultKind::NodeNotReady,
-                    "node is NotReady and still hosts pods",
-                ));
-            }
-        }
-        let pods = items(env, "pods").await?;
-        for p in &pods {
-            if p.get("ready") == Some(&Value::Bool(true)) {
-                continue;
-            }
-            let dep = format!("deployment/{}", str_of(p, "deployment"));
-            let msg = str_of(p, "message");
-            let d = match str_of(p, "reason") {
-                "ImagePullBackOff" => diag(dep, FaultKind::BadImage, msg),
-                "CreateContainerConfigError" => {
-                    let kind = if msg.starts_with("secret") {
-                        "secret"
-                    } else {
-                        "configmap"
-                    };
-                    diag(
-                        format!("{kind}/{}", quoted(msg).unwrap_or("")),
-                        FaultKind::MissingConfig,
-                        format!("{msg} (needed by {dep})"),
-                    )
-                }
-                "OOMKilled" => diag(dep, FaultKind::MemoryLimit, msg),
-                "CrashLoopBackOff" if msg.contains("missing config key") => {
-                    diag(dep, FaultKind::MissingConfigKey, msg)
-                }
-                "CrashLoopBackOff" => diag(dep, FaultKind::BadRollout, msg),
-                "Unschedulable" => {
-                    let cordoned: Vec<&str> = nodes
-                        .iter()
-                        .filter(|n| {
-                            n.get("ready") == Some(&Value::Bool(true))
-                                && n.get("unschedulable") == Some(&Value::Bool(true))
-                        })
-                        .map(|n| str_of(n, "name"))
-                        .collect();
-                    match cordoned.first() {
-                        Some(n) => diag(
-                            format!("node/{n}"),
-                            FaultKind::NodeCordoned,
-                            format!(
-                                "pods pending ({msg}); ready but cordoned: {}",
-                                cordoned.join(", ")
-                            ),
-                        ),
-                        None => diag(dep, FaultKind::Overload, msg),
-                    }
-                }
-                "NodeNotReady" => diag(
-                    format!("node/{}", str_of(p, "node")),
-                    FaultKind::NodeNotReady,
-                    msg,
-                ),
-                _ => continue,
-            };
-            return Ok(d);
-        }
-        // Bootstrap from the call graph: alerting services, deepest first.
-        let graph = env.service_graph().await?;
-        let services = items(env, "services").await?;
-        let deployments = items(env, "deployments").await?;
-        let mut svc: Vec<&Value> = services
-            .iter()
-            .filter(|s| {
-                s.pointer("/metrics/rps")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0)
-                    > 0.0
-            })
-            .collect();
-        svc.sort_by_key(|s| std::cmp::Reverse(graph.depth(str_of(s, "name")).min(1000)));
-        let selects = |s: &Value, d: &Value| -> bool {
-            let Some(sel) = s.get("selector").and_then(Value::as_object) else {
-                return false;
-            };
-            !sel.is_empty()
-                && sel
-                    .iter()
-                    .all(|(k, v)| d.pointer(&format!("/template/labels/{k}")) == Some(v))
-        };
-        for s in svc {
-            let name = str_of(s, "name");
-            let backing: Vec<&Value> = deployments.iter().filter(|d| selects(s, d)).collect();
-            let endpoints = s
-                .get("endpoints")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            let errors = s.pointer("/metrics/errors").cloned().unwrap_or(Value::Null);
-            let dep = backing
-                .first()
-                .map(|d| format!("deployment/{}", str_of(d, "name")))
-                .unwrap_or_default();
-            if endpoints == 0 {
-                if let Some(d) = backing
-                    .iter()
-                    .find(|d| d.get("replicas") == Some(&Value::from(0)))
-                {
-                    return Ok(diag(
-                        format!("deployment/{}", str_of(d, "name")),
-                        FaultKind::ScaledToZero,
-                        format!("service {name} has no endpoints; its deployment has 0 replicas"),
-                    ));
-                }
-                if backing.is_empty() {
-                    return Ok(diag(
-                        format!("service/{name}"),
-                        FaultKind::SelectorMismatch,
-                        format!("service {name} selects no deployment's pods"),
-                    ));
-                }
-                continue;
-            }
-            if let Some(b) = s
-                .pointer("/metrics/broken_dependencies")
-                .and_then(Value::as_array)
-                .and_then(|a| a.first())
-                .and_then(Value::as_str)
-            {
-                return Ok(diag(
-                    dep,
-                    FaultKind::WrongEnv,
-                    format!("dependency address does not resolve: {b}"),
-                ));
-            }
-            if errors.get("503").is_some() {
-                return Ok(diag(
-                    format!("service/{name}"),
-                    FaultKind::WrongTargetPort,
-                    format!(
-                        "endpoints refuse connections on targetPort {}",
-                        s.get("targetPort").cloned().unwrap_or(Value::Null)
-                    ),
-                ));
-            }
-            if errors.get("504").is_some() {
-                let stuck = pods.iter().find(|p| {
-                    p.pointer("/metrics/timeout_rate")
-                        .and_then(Value::as_f64)
-                        .unwrap_or(0.0)
-                        > 0.0
-                        && backing
-                            .iter()
-                            .any(|d| str_of(d, "name") == str_of(p, "deployment"))
-                });
-                if let Some(p) = stuck {
-                    return Ok(diag(
-                        format!("pod/{}", str_of(p, "name")),
-                        FaultKind::StuckPod,
-                        "every request to this pod times out",
-                    ));
-                }
-            }
-            if errors.get("401").is_some() {
-                return Ok(diag(
-                    dep,
-                    FaultKind::RevokedSecret,
-                    "upstream rejects the mounted credential (401)",
-                ));
-            }
-            if errors.get("500").is_some() {
-                return Ok(diag(
-                    dep,
-                    FaultKind::BadRollout,
-                    "the current build fails requests (500)",
-                ));
-            }
-            if errors.get("429").is_some() {
-                let throttled = health
-                    .alerts
-                    .iter()
-                    .any(|a| a.name == "CPUThrottlingHigh" && a.component == dep);
-                let kind = if throttled {
-                    FaultKind::CpuThrottling
-                } else {
-                    FaultKind::Overload
-                };
-                return Ok(diag(dep, kind, "offered load exceeds serving capacity"));
-            }
-        }
-        if let Some(a) = health.alerts.iter().find(|a| a.name == "CPUThrottlingHigh") {
-            return Ok(diag(
-                a.component.clone(),
-                FaultKind::CpuThrottling,
-                a.message.clone(),
-            ));
-        }
-        Ok(diag(
-            String::new(),
-            FaultKind::Unknown,
-            "no known fault signature",
-        ))
-    }
-}
-
 /// Diagnosis by a chat model, which may run read-only commands first. Each turn it answers
 /// `{"command": "get pods -o json"}` to read, or
 /// `{"diagnosis": {"component": "deployment/x", "fault": "bad_image", "reason": "..."}}`.
@@ -364,8 +141,8 @@ impl Diagnoser for ModelDiagnoser {
         let graph = env.service_graph().await?;
         let brief = health_brief(env).await?;
         let faults = "wrong_target_port, bad_image, scaled_to_zero, wrong_env, missing_config, \
-                      missing_config_key, memory_limit, node_not_ready, selector_mismatch, revoked_secret, \
-                      cpu_throttling, bad_rollout, stuck_pod, node_cordoned, overload, unknown";
+                      missing_config_key, invalid_config_value, memory_limit, node_not_ready, selector_mismatch, revoked_secret, \
+                      cpu_throttling, bad_rollout, stuck_pod, node_cordoned, node_selector, overload, unknown";
         let mut messages = vec![
             Message::system(format!(
                 "You are the diagnosis agent of an SRE team. You may only read: get, describe, logs \

@@ -45,8 +45,11 @@ pub trait Mitigator: Send + Sync {
     async fn plan(&self, env: &dyn ReadAccess, ctx: &PlanContext) -> Result<Plan, StratusError>;
 }
 
-/// Deterministic mitigation: one remedy per fault kind, with an alternative when the same
-/// plan already failed.
+/// Deterministic mitigation: a remedy per fault kind, built from what the diagnosis found and
+/// what the cluster shows (never from what the simulator knows), with an alternative when the
+/// same plan already failed. Remedies that cannot know the right value step towards it
+/// (a memory limit doubles, a scaled-to-zero deployment gets one replica, then more under
+/// load) and let TNR and the oracle judge each step.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PolicyMitigator;
 
@@ -97,24 +100,43 @@ impl PolicyMitigator {
         let tried = |cmds: &[String]| ctx.feedback.iter().any(|f| f.commands == cmds);
         let cmds = match d.fault {
             FaultKind::WrongTargetPort => {
-                let svc = get_json(env, &format!("service {name}")).await?;
-                let pods = items(env, "pods").await?;
-                let sel = svc.get("selector").cloned().unwrap_or(Value::Null);
-                let port = pods
-                    .iter()
-                    .find(|p| {
-                        sel.as_object().is_some_and(|m| {
-                            m.iter()
-                                .all(|(k, v)| p.pointer(&format!("/labels/{k}")) == Some(v))
-                        })
-                    })
-                    .and_then(|p| p.get("containerPort").cloned())
-                    .unwrap_or(Value::Null);
-                vec![format!(
-                    "patch service {name} -p '{}'",
-                    json!({"targetPort": port})
-                )]
+                // The port the diagnosis saw the pods listen on, else the one they declare.
+                let seen = d
+                    .reason
+                    .split("listen on ")
+                    .nth(1)
+                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|n| n.parse::<u64>().ok());
+                let port = match seen {
+                    Some(p) => Value::from(p),
+                    None => {
+                        let svc = get_json(env, &format!("service {name}")).await?;
+                        let pods = items(env, "pods").await?;
+                        let sel = svc.get("selector").cloned().unwrap_or(Value::Null);
+                        pods.iter()
+                            .find(|p| {
+                                sel.as_object().is_some_and(|m| {
+                                    m.iter()
+                                        .all(|(k, v)| p.pointer(&format!("/labels/{k}")) == Some(v))
+                                })
+                            })
+                            .and_then(|p| p.get("containerPort").cloned())
+                            .unwrap_or(Value::Null)
+                    }
+                };
+                if port.is_null() {
+                    Vec::new()
+                } else {
+                    vec![format!(
+                        "patch service {name} -p '{}'",
+                        json!({"targetPort": port})
+                    )]
+                }
             }
+            FaultKind::NodeSelector => vec![format!(
+                "patch deployment {name} -p '{}'",
+                json!({"template": {"node_selector": null}})
+            )],
             FaultKind::BadImage | FaultKind::BadRollout => {
                 let undo = vec![format!("rollout undo deployment/{name}")];
                 if !tried(&undo) {
@@ -139,7 +161,7 @@ impl PolicyMitigator {
                     }
                 }
             }
-            FaultKind::ScaledToZero => vec![format!("scale deployment {name} --replicas=2")],
+            FaultKind::ScaledToZero => vec![format!("scale deployment {name} --replicas=1")],
             FaultKind::Overload => {
                 let dep = get_json(env, &format!("deployment {name}")).await?;
                 let n = dep.get("replicas").and_then(Value::as_u64).unwrap_or(1) + 1;
@@ -177,23 +199,49 @@ impl PolicyMitigator {
                     json!({"kind": kind, "name": name, "data": {}})
                 )]
             }
-            FaultKind::MissingConfigKey => {
+            FaultKind::MissingConfigKey | FaultKind::InvalidConfigValue => {
                 let key = backticked(&d.reason).unwrap_or("");
-                let dep = get_json(env, &format!("deployment {name}")).await?;
-                let cm = dep
-                    .pointer("/template/config_maps/0")
-                    .and_then(Value::as_str)
+                let example = d
+                    .reason
+                    .split("(example: ")
+                    .nth(1)
+                    .and_then(|r| r.split(')').next())
                     .unwrap_or("");
-                vec![format!(
-                    "patch configmap {cm} -p '{}'",
-                    json!({"data": {key: ""}})
-                )]
+                let dep = get_json(env, &format!("deployment {name}")).await?;
+                let maps: Vec<String> = dep
+                    .pointer("/template/config_maps")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect();
+                // The map that holds the key, else the first one mounted.
+                let mut target = maps.first().cloned().unwrap_or_default();
+                for m in &maps {
+                    let cm = get_json(env, &format!("configmap {m}")).await?;
+                    if cm.pointer(&format!("/data/{key}")).is_some() {
+                        target = m.clone();
+                        break;
+                    }
+                }
+                if key.is_empty() || example.is_empty() || target.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![format!(
+                        "patch configmap {target} -p '{}'",
+                        json!({"data": {key: example}})
+                    )]
+                }
             }
             FaultKind::MemoryLimit => {
-                let need = number_before(&d.reason, "Mi,").unwrap_or(256);
-                let limit = need.div_ceil(64) * 64 + 64;
+                let dep = get_json(env, &format!("deployment {name}")).await?;
+                let cur = dep
+                    .pointer("/template/resources/memory_mi")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(128);
                 vec![format!(
-                    "set resources deployment/{name} --limits=memory={limit}Mi"
+                    "set resources deployment/{name} --limits=memory={}Mi",
+                    (cur * 2).div_ceil(64) * 64
                 )]
             }
             FaultKind::CpuThrottling => {
@@ -201,20 +249,50 @@ impl PolicyMitigator {
                 let cur = dep
                     .pointer("/template/resources/cpu_milli")
                     .and_then(Value::as_u64)
-                    .unwrap_or(100);
-                let h = env.observe().await?;
-                let need = h
-                    .alerts
-                    .iter()
-                    .find(|a| a.component == d.component && a.name == "CPUThrottlingHigh")
-                    .and_then(|a| number_before(&a.message, "m,"))
-                    .map_or(cur * 2, u64::from);
+                    .unwrap_or(100)
+                    .max(1);
+                // The share of throttled periods says how far below its need the limit is;
+                // a quarter on top covers the noise of that reading.
+                let share = number_before(&d.reason, "% throttling")
+                    .map(|p| f64::from(p) / 100.0)
+                    .filter(|s| *s > 0.0 && *s < 0.95);
+                let need = match share {
+                    Some(s) => (cur as f64 / (1.0 - s) * 1.25).ceil() as u64,
+                    None => cur * 2,
+                };
                 vec![format!(
                     "set resources deployment/{name} --limits=cpu={}m",
-                    need.max(cur)
+                    need.div_ceil(50) * 50
                 )]
             }
-            FaultKind::NodeNotReady => vec![format!("cordon {name}"), format!("drain {name}")],
+            FaultKind::NodeNotReady => {
+                // Cordon, then move the stateless pods off one by one; a pod whose data lives
+                // in it (emptyDir) is left alone: evicting it would destroy the data.
+                let node = get_json(env, &format!("node {name}")).await?;
+                let deployments = items(env, "deployments").await?;
+                let pods = items(env, "pods").await?;
+                let mut cmds = vec![format!("cordon {name}")];
+                for p in node
+                    .get("pods")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    let owner = pods
+                        .iter()
+                        .find(|x| str_of(x, "name") == p)
+                        .map(|x| str_of(x, "deployment"))
+                        .unwrap_or("");
+                    let stateful = deployments.iter().any(|d| {
+                        str_of(d, "name") == owner && d.get("stateful") == Some(&Value::Bool(true))
+                    });
+                    if !stateful && cmds.len() < ctx.max_commands {
+                        cmds.push(format!("delete pod {p}"));
+                    }
+                }
+                cmds
+            }
             FaultKind::NodeCordoned => {
                 let nodes = items(env, "nodes").await?;
                 nodes
@@ -227,6 +305,9 @@ impl PolicyMitigator {
                     .collect()
             }
             FaultKind::SelectorMismatch => {
+                // The deployment whose pod labels agree with most of the selector (then the
+                // closest name): keep the pairs that agree, correct the values that differ,
+                // drop the keys its pods do not carry.
                 let svc = get_json(env, &format!("service {name}")).await?;
                 let sel = svc
                     .get("selector")
@@ -236,33 +317,63 @@ impl PolicyMitigator {
                 let deployments = items(env, "deployments").await?;
                 let best = deployments
                     .iter()
-                    .filter_map(|d| d.pointer("/template/labels").and_then(Value::as_object))
-                    .filter(|labels| sel.keys().all(|k| labels.contains_key(k)))
-                    .min_by_key(|labels| {
-                        sel.iter()
+                    .filter_map(|d| {
+                        let labels = d.pointer("/template/labels").and_then(Value::as_object)?;
+                        let agree = sel
+                            .iter()
+                            .filter(|(k, v)| labels.get(*k) == Some(*v))
+                            .count();
+                        let distance: usize = sel
+                            .iter()
                             .map(|(k, v)| {
                                 edit_distance(
                                     v.as_str().unwrap_or(""),
                                     labels.get(k).and_then(Value::as_str).unwrap_or(""),
                                 )
                             })
-                            .sum::<usize>()
+                            .sum();
+                        Some((
+                            agree,
+                            distance,
+                            edit_distance(str_of(d, "name"), name),
+                            labels,
+                        ))
+                    })
+                    .min_by_key(|(agree, distance, by_name, _)| {
+                        (std::cmp::Reverse(*agree), *by_name, *distance)
                     });
                 match best {
-                    Some(labels) => {
+                    Some((_, _, _, labels)) if !labels.is_empty() => {
                         let new: serde_json::Map<String, Value> = sel
                             .keys()
-                            .filter_map(|k| labels.get(k).map(|v| (k.clone(), v.clone())))
+                            .map(|k| (k.clone(), labels.get(k).cloned().unwrap_or(Value::Null)))
                             .collect();
-                        vec![format!(
-                            "patch service {name} -p '{}'",
-                            json!({"selector": new})
-                        )]
+                        if new.values().all(Value::is_null) {
+                            Vec::new()
+                        } else {
+                            vec![format!(
+                                "patch service {name} -p '{}'",
+                                json!({"selector": new})
+                            )]
+                        }
                     }
-                    None => Vec::new(),
+                    _ => Vec::new(),
                 }
             }
             FaultKind::RevokedSecret => {
+                // Either a named secret's credential is rejected, or no mounted secret holds
+                // the credential key: mount the newest other secret that holds it.
+                let rejected = d
+                    .reason
+                    .contains("of secret")
+                    .then(|| backticked(&d.reason))
+                    .flatten()
+                    .unwrap_or("");
+                let missing_key = d
+                    .reason
+                    .contains("credential key")
+                    .then(|| backticked(&d.reason))
+                    .flatten();
                 let dep = get_json(env, &format!("deployment {name}")).await?;
                 let mounted: Vec<String> = dep
                     .pointer("/template/secrets")
@@ -272,35 +383,71 @@ impl PolicyMitigator {
                     .filter_map(|v| v.as_str().map(String::from))
                     .collect();
                 let secrets = items(env, "secrets").await?;
-                let revoked: Vec<&Value> = secrets
+                let keys_of = |n: &str| {
+                    secrets
+                        .iter()
+                        .find(|s| str_of(s, "name") == n)
+                        .and_then(|s| s.get("keys").cloned())
+                        .unwrap_or(Value::Null)
+                };
+                let holds = |s: &Value, key: &str| {
+                    s.get("keys")
+                        .and_then(Value::as_array)
+                        .is_some_and(|k| k.iter().any(|x| x.as_str() == Some(key)))
+                };
+                let tried_before = |n: &str| {
+                    ctx.feedback
+                        .iter()
+                        .any(|f| f.commands.iter().any(|c| c.contains(&format!("\"{n}\""))))
+                };
+                let wanted = keys_of(rejected);
+                let replacement = secrets
                     .iter()
                     .filter(|s| {
-                        mounted.iter().any(|m| m == str_of(s, "name"))
-                            && str_of(s, "status") != "valid"
-                    })
-                    .collect();
-                let mut new_list = mounted.clone();
-                for r in revoked {
-                    let keys = r.get("keys").cloned().unwrap_or(Value::Null);
-                    let replacement = secrets
-                        .iter()
-                        .filter(|s| str_of(s, "status") == "valid" && s.get("keys") == Some(&keys))
-                        .max_by_key(|s| s.get("created").and_then(Value::as_u64).unwrap_or(0));
-                    if let Some(rep) = replacement {
-                        for m in new_list.iter_mut() {
-                            if m == str_of(r, "name") {
-                                *m = str_of(rep, "name").to_string();
+                        let n = str_of(s, "name");
+                        n != rejected
+                            && !mounted.iter().any(|m| m == n)
+                            && !tried_before(n)
+                            && match missing_key {
+                                Some(k) => holds(s, k),
+                                None => s.get("keys") == Some(&wanted),
                             }
+                    })
+                    .max_by_key(|s| s.get("created").and_then(Value::as_u64).unwrap_or(0));
+                // Which mounted secret it replaces: the rejected one, or one without the key.
+                let replaced = match missing_key {
+                    Some(k) => mounted
+                        .iter()
+                        .find(|m| {
+                            !secrets
+                                .iter()
+                                .any(|s| str_of(s, "name") == m.as_str() && holds(s, k))
+                        })
+                        .cloned(),
+                    None => mounted.iter().find(|m| m.as_str() == rejected).cloned(),
+                };
+                match replacement {
+                    Some(rep) => {
+                        let rep = str_of(rep, "name").to_string();
+                        let mut new_list: Vec<String> = mounted
+                            .iter()
+                            .map(|m| {
+                                if Some(m) == replaced.as_ref() {
+                                    rep.clone()
+                                } else {
+                                    m.clone()
+                                }
+                            })
+                            .collect();
+                        if replaced.is_none() {
+                            new_list.push(rep);
                         }
+                        vec![format!(
+                            "patch deployment {name} -p '{}'",
+                            json!({"template": {"secrets": new_list}})
+                        )]
                     }
-                }
-                if new_list == mounted {
-                    Vec::new()
-                } else {
-                    vec![format!(
-                        "patch deployment {name} -p '{}'",
-                        json!({"template": {"secrets": new_list}})
-                    )]
+                    None => Vec::new(),
                 }
             }
             FaultKind::StuckPod => vec![format!("delete pod {name}")],
@@ -374,10 +521,9 @@ mod tests {
         assert_eq!(edit_distance("carts", "cart"), 1);
         assert_eq!(edit_distance("", "ab"), 2);
         assert_eq!(
-            number_before("needs 180Mi, limit is 64Mi", "Mi,"),
-            Some(180)
+            number_before("62% throttling of CPU in deployment x", "% throttling"),
+            Some(62)
         );
-        assert_eq!(number_before("needs 400m, limit 150m", "m,"), Some(400));
         assert_eq!(name_of("deployment/x"), "x");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod detection;
 pub mod diagnosis;
+pub mod diagnosis_policy;
 pub mod mitigation;
 
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use rca_core::llm::{ChatModel, CompletionRequest, Message};
 use serde::{Deserialize, Serialize};
 
 pub use detection::{Detection, Detector, ModelDetector, PolicyDetector};
-pub use diagnosis::{Diagnoser, Diagnosis, FaultKind, ModelDiagnoser, PolicyDiagnoser};
+pub use diagnosis::{Diagnoser, Diagnosis, FaultKind, ModelDiagnoser};
+pub use diagnosis_policy::PolicyDiagnoser;
 pub use mitigation::{Mitigator, ModelMitigator, Plan, PlanContext, PolicyMitigator};
 
 use super::environment::ReadAccess;
@@ -98,6 +100,7 @@ pub(crate) async fn health_brief(env: &dyn ReadAccess) -> Result<String, Stratus
         "alerts": h.alerts,
         "sla_violations": h.sla_violations,
         "capacity_loss": h.capacity_loss,
+        "failed_probes": h.failed_probes,
     }))
     .map_err(|e| StratusError::MalformedModelOutput {
         message: e.to_string(),

@@ -150,6 +150,18 @@ impl Cluster {
                     "deployment.apps/{deployment} rolled back (to the template of revision {r})"
                 )
             }
+            Command::Delete { target } if target.kind == ResourceKind::ConfigMap => {
+                self.config_maps
+                    .remove(&target.name)
+                    .ok_or_else(|| not_found(target))?;
+                format!("configmap \"{}\" deleted", target.name)
+            }
+            Command::Delete { target } if target.kind == ResourceKind::Secret => {
+                self.secrets
+                    .remove(&target.name)
+                    .ok_or_else(|| not_found(target))?;
+                format!("secret \"{}\" deleted", target.name)
+            }
             Command::Delete { target } if target.kind == ResourceKind::Pod => {
                 let owner = self
                     .pod_owner(&target.name)
@@ -192,6 +204,34 @@ impl Cluster {
         };
         self.reconcile();
         Ok(out)
+    }
+
+    /// What `kubectl top pod` and the container's memory graph would show: CPU used, the
+    /// share of CPU periods throttled, and the last few memory samples (a container killed
+    /// for memory climbs to its limit). `null` for a container that is not running.
+    pub fn usage(&self, d: &Deployment, pod: &super::model::Pod) -> Value {
+        let s = self.pod_status(d, pod);
+        let Some(p) = self.profile(d) else {
+            return Value::Null;
+        };
+        let limit = d.template.resources.memory_mi;
+        let series: Vec<u32> = match s.reason {
+            Some("OOMKilled") => [40u32, 62, 81, 96, 100]
+                .iter()
+                .map(|share| limit * share / 100)
+                .collect(),
+            None | Some("Starting") => (0..5)
+                .map(|i| {
+                    let n = self.noise(&format!("{}:mem:{i}", pod.name));
+                    (f64::from(p.memory_mi) * (0.9 + 0.05 * n)).round() as u32
+                })
+                .collect(),
+            _ => return Value::Null,
+        };
+        let throttled = self.throttled_share(d, &pod.name);
+        let cpu = p.cpu_milli.min(d.template.resources.cpu_milli);
+        json!({"cpu_milli": cpu, "cpu_throttled": (throttled * 100.0).round() / 100.0,
+            "memory_mi": series})
     }
 
     fn patch(&mut self, target: &ResourceRef, patch: &Value) -> Result<(), EnvError> {
@@ -365,7 +405,7 @@ impl Cluster {
                 Ok(
                     json!({"name": d.name, "replicas": d.replicas, "readyReplicas": ready,
                     "selector": d.selector, "revision": d.revision, "template": to(serde_json::to_value(&d.template))?,
-                    "history": history, "stateful": d.stateful, "dataLost": d.data_lost,
+                    "history": history, "stateful": d.stateful,
                     "replicaSets": to(serde_json::to_value(&d.replica_sets))?}),
                 )
             }
@@ -399,6 +439,8 @@ impl Cluster {
                     "ready": s.ready, "reason": s.reason, "message": s.message,
                     "labels": d.template.labels, "image": d.template.image,
                     "containerPort": d.template.container_port,
+                    "limits": {"cpu_milli": d.template.resources.cpu_milli, "memory_mi": d.template.resources.memory_mi},
+                    "usage": self.usage(d, p),
                     "metrics": to(serde_json::to_value(&m))?}),
                 )
             }
@@ -410,12 +452,16 @@ impl Cluster {
                     .map(|(_, p)| format!("{}:{}", p.name, s.target_port))
                     .collect();
                 let h = traffic.services.get(&s.name).cloned().unwrap_or_default();
+                let jitter = |x: f64, k: &str| {
+                    let v = x * (1.0 + 0.05 * self.noise(&format!("{}:{k}", s.name)));
+                    (v * 100.0).round() / 100.0
+                };
                 Ok(
                     json!({"name": s.name, "selector": s.selector, "port": s.port,
                     "targetPort": s.target_port, "endpoints": eps,
-                    "metrics": {"rps": h.demand, "capacity_rps": h.capacity, "success_rate": h.success,
-                        "latency_ms": h.latency_ms, "errors": h.errors,
-                        "broken_dependencies": h.broken_dependencies, "calls": h.callees}}),
+                    "metrics": {"rps": jitter(h.demand, "rps"), "success_rate": (h.success * 1000.0).round() / 1000.0,
+                        "latency_ms": jitter(h.latency_ms, "latency"), "errors": h.errors,
+                        "calls": h.callees}}),
                 )
             }
             ResourceKind::ConfigMap => {
@@ -425,8 +471,7 @@ impl Cluster {
             ResourceKind::Secret => {
                 let s = self.secrets.get(&r.name).ok_or_else(|| not_found(r))?;
                 let keys: Vec<&String> = s.data.keys().collect();
-                Ok(json!({"name": s.name, "keys": keys, "created": s.created,
-                    "status": if s.revoked { "revoked by issuer" } else { "valid" }}))
+                Ok(json!({"name": s.name, "keys": keys, "created": s.created}))
             }
         }
     }
@@ -550,49 +595,74 @@ impl Cluster {
             _ => {}
         }
         out.push(format!("starting {} ({})", d.name, d.template.image));
-        if let Some(p) = prof {
-            out.push(format!("listening on :{}", p.listen_port));
-            match s.reason {
-                Some("OOMKilled") => {
-                    out.push(format!("allocating {}Mi working set", p.memory_mi));
-                    out.push("Killed".into());
+        let Some(p) = prof else {
+            return Ok(out);
+        };
+        let limit = d.template.resources.memory_mi;
+        match s.reason {
+            Some("OOMKilled") => {
+                for share in [40u32, 62, 81, 96] {
+                    out.push(format!("heap in use: {}Mi", limit * share / 100));
                 }
-                Some(_) => out.push(format!("fatal: {}", s.message)),
-                None => {}
+                out.push("Killed".into());
+                return Ok(out);
             }
-            if s.reason.is_none() {
-                for var in &p.dependency_env {
-                    match d.template.env.get(var) {
-                        Some(addr) if self.resolve(addr).is_none() => {
-                            out.push(format!("error: dial {addr} ({var}): connection refused"))
-                        }
-                        None => out.push(format!("error: {var} is not set")),
-                        _ => {}
+            Some("CrashLoopBackOff") => {
+                let missing = self.missing_config_keys(d);
+                match missing.first() {
+                    Some(key) => {
+                        let expected = p.config.get(key).map_or("", |r| r.expected.as_str());
+                        out.push(format!(
+                            "fatal: config key `{key}` is missing; expected {expected}"
+                        ));
                     }
-                }
-                if let Some((sec, true)) = self.credential_secret(d) {
-                    out.push(format!(
-                        "error: upstream rejected credential from secret {sec}: 401 Unauthorized"
-                    ));
-                }
-                if let Some(m) = traffic.pods.get(&pod.name)
-                    && m.timeout_rate > 0.0
-                {
-                    out.push(
-                        "warn: request workers blocked; no request completed in the last 300s"
+                    None => out.push(
+                        "panic: runtime error: invalid memory address or nil pointer dereference"
                             .into(),
-                    );
+                    ),
                 }
-                if p.error_rate > 0.0 {
-                    out.push(format!(
-                        "error: handler failed for {:.0}% of requests",
-                        p.error_rate * 100.0
-                    ));
-                }
-                if d.template.resources.cpu_milli < p.cpu_milli {
-                    out.push("warn: request queue growing; worker CPU saturated".into());
-                }
+                return Ok(out);
             }
+            _ => {}
+        }
+        out.push(format!("listening on :{}", p.listen_port));
+        for (key, value, expected) in self.invalid_config(d) {
+            out.push(format!(
+                "error: config key `{key}` has value \"{value}\", which is not valid: expected {expected}; answering with built-in defaults"
+            ));
+        }
+        if s.reason.is_some() {
+            out.push("warming caches".into());
+            return Ok(out);
+        }
+        for var in &p.dependency_env {
+            match d.template.env.get(var) {
+                Some(addr) if self.resolve(addr).is_none() => {
+                    out.push(format!("error: dial {addr} ({var}): connection refused"))
+                }
+                None => out.push(format!("error: {var} is not set")),
+                _ => {}
+            }
+        }
+        match (self.credential_secret(d), &p.credential_key) {
+            (Some((sec, true)), _) => out.push(format!(
+                "error: upstream rejected the credential mounted from secret {sec}: 401 Unauthorized"
+            )),
+            (None, Some(key)) => out.push(format!(
+                "error: no mounted secret holds credential key `{key}`; upstream answers 401 Unauthorized"
+            )),
+            _ => {}
+        }
+        if let Some(m) = traffic.pods.get(&pod.name)
+            && m.timeout_rate > 0.0
+        {
+            out.push("warn: request workers blocked; no request completed in the last 300s".into());
+        }
+        if p.error_rate > 0.0 {
+            out.push("error: unhandled exception in request handler (500)".into());
+        }
+        if d.template.resources.cpu_milli < p.cpu_milli {
+            out.push("warn: request queue growing; worker CPU saturated".into());
         }
         Ok(out)
     }

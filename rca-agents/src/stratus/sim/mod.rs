@@ -6,6 +6,7 @@
 //! from this state, never set by hand. Faults are modelled in [`scenarios`].
 
 pub mod exec;
+pub mod manifest;
 pub mod model;
 pub mod scenarios;
 pub mod traffic;
@@ -13,12 +14,16 @@ pub mod traffic;
 use async_trait::async_trait;
 
 pub use model::Cluster;
+use model::{Deployment, DeploymentSpec};
 
 use super::command::{ResourceKind, ResourceRef};
 use super::confinement::{ReadCommand, WriteCommand};
 use super::environment::{Environment, ResourceSnapshot, ServiceGraph};
 use super::error::EnvError;
 use super::severity::HealthReport;
+
+/// How long a dry run lets the copy converge, simulated seconds.
+const DRY_RUN_SETTLE_S: u64 = 600;
 
 /// The simulated cluster as an [`Environment`].
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +41,11 @@ impl SimEnvironment {
     /// The cluster's state.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// Lets simulated time pass until starting pods are ready (at most `max_wait_s`).
+    pub fn settle_now(&mut self, max_wait_s: u64) {
+        self.cluster.settle(max_wait_s);
     }
 
     /// Runs a write directly (no transaction): used by the ablation modes without TNR.
@@ -71,7 +81,10 @@ impl SimEnvironment {
         let c = &self.cluster;
         let v = match r.kind {
             ResourceKind::Node => c.nodes.get(&r.name).map(serde_json::to_value),
-            ResourceKind::Deployment => c.deployments.get(&r.name).map(serde_json::to_value),
+            ResourceKind::Deployment => c
+                .deployments
+                .get(&r.name)
+                .map(|d| serde_json::to_value(d.spec())),
             ResourceKind::Service => c.services.get(&r.name).map(serde_json::to_value),
             ResourceKind::ConfigMap => c.config_maps.get(&r.name).map(serde_json::to_value),
             ResourceKind::Secret => c.secrets.get(&r.name).map(serde_json::to_value),
@@ -197,7 +210,21 @@ impl Environment for SimEnvironment {
         }
         match r.kind {
             ResourceKind::Node => put!(c.nodes),
-            ResourceKind::Deployment => put!(c.deployments),
+            ResourceKind::Deployment => match &snapshot.manifest {
+                Some(m) => {
+                    let spec: DeploymentSpec = serde_json::from_value(m.clone()).map_err(bad)?;
+                    match c.deployments.get_mut(&r.name) {
+                        Some(d) => d.set_spec(spec),
+                        None => {
+                            c.deployments
+                                .insert(r.name.clone(), Deployment::from_spec(spec));
+                        }
+                    }
+                }
+                None => {
+                    c.deployments.remove(&r.name);
+                }
+            },
             ResourceKind::Service => put!(c.services),
             ResourceKind::ConfigMap => put!(c.config_maps),
             ResourceKind::Secret => put!(c.secrets),
@@ -207,7 +234,74 @@ impl Environment for SimEnvironment {
                 });
             }
         }
+        c.reconcile();
         Ok(())
+    }
+
+    async fn settle(&mut self, max_wait_s: u64) -> Result<(), EnvError> {
+        self.cluster.settle(max_wait_s);
+        Ok(())
+    }
+
+    /// Exact, by trial on a copy: the write runs, then its footprint's snapshots are restored
+    /// and the copy converges. It is irreversible when a stateful deployment's pod-local data
+    /// was lost, or when the undone copy is less healthy than the original (pods it replaced
+    /// that no node can take back).
+    async fn irreversible(&self, command: &WriteCommand) -> Result<Option<String>, EnvError> {
+        let mut snapshots = Vec::new();
+        for r in self.footprint(command).await? {
+            snapshots.push(self.snapshot(&r).await?);
+        }
+        let mut copy = self.clone();
+        if copy.write_now(command).is_err() {
+            return Ok(None);
+        }
+        let lost: Vec<&str> = copy
+            .cluster
+            .deployments
+            .values()
+            .filter(|d| {
+                d.data_lost
+                    && !self
+                        .cluster
+                        .deployments
+                        .get(&d.name)
+                        .is_some_and(|before| before.data_lost)
+            })
+            .map(|d| d.name.as_str())
+            .collect();
+        if !lost.is_empty() {
+            return Ok(Some(format!(
+                "it deletes the pod-local data (emptyDir) of {}; no snapshot holds it",
+                lost.join(", ")
+            )));
+        }
+        for s in snapshots.iter().rev() {
+            copy.restore(s).await?;
+        }
+        copy.cluster.settle(DRY_RUN_SETTLE_S);
+        let mut original = self.clone();
+        original.cluster.settle(DRY_RUN_SETTLE_S);
+        let (after, before) = (copy.cluster.health(), original.cluster.health());
+        let worse: Vec<&String> = after
+            .unhealthy_components
+            .iter()
+            .filter(|c| !before.unhealthy_components.contains(c))
+            .collect();
+        if after.capacity_loss > before.capacity_loss
+            || after.alerts.len() > before.alerts.len()
+            || after.unhealthy_components.len() > before.unhealthy_components.len()
+        {
+            return Ok(Some(format!(
+                "undoing it would not bring back what it replaces (no node can take the pods back: {})",
+                worse
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(None)
     }
 
     async fn state_hash(&self) -> Result<u64, EnvError> {
@@ -223,6 +317,7 @@ impl Environment for SimEnvironment {
         for c in commands {
             copy.write_now(c)?;
         }
+        copy.cluster.settle(DRY_RUN_SETTLE_S);
         Ok(Some(copy.cluster.health()))
     }
 }

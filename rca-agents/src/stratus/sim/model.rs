@@ -1,7 +1,7 @@
 //! The simulated cluster's objects and its controllers (deployment -> replica set -> pods,
 //! and the scheduler).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +83,9 @@ pub struct Pod {
     /// A hung process: passes its TCP readiness check but answers no request.
     #[serde(default)]
     pub stuck: bool,
+    /// Simulated second at which its container started (it turns ready `startup_s` later).
+    #[serde(default)]
+    pub started_at: u64,
 }
 
 /// A deployment, with the replica sets and pods it owns (snapshotted and restored together,
@@ -104,7 +107,8 @@ pub struct Deployment {
     /// Keeps its data in the pod (an `emptyDir`): deleting or evicting a pod loses the data.
     #[serde(default)]
     pub stateful: bool,
-    /// The data of a stateful deployment was lost: the system has crashed.
+    /// The data of a stateful deployment was lost: the system has crashed. This is not part
+    /// of the deployment's spec, so no snapshot holds it and no restore brings the data back.
     #[serde(default)]
     pub data_lost: bool,
     /// The next pod ordinal.
@@ -145,16 +149,36 @@ pub struct Secret {
     pub name: String,
     /// Its data (shown as keys only).
     pub data: BTreeMap<String, String>,
-    /// The credential's issuer has revoked it (as an external-secrets operator reports).
-    #[serde(default)]
-    pub revoked: bool,
     /// Creation order (larger is newer).
     #[serde(default)]
     pub created: u32,
 }
 
-/// How an image behaves: the simulator's "registry".
+/// What a config key's value must look like for the process to answer correctly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigRule {
+    /// A regular expression the whole value must match.
+    pub pattern: String,
+    /// What the process logs it expects (`a positive integer (example: 24)`).
+    pub expected: String,
+}
+
+impl ConfigRule {
+    /// Whether `value` satisfies the rule (an invalid pattern accepts nothing).
+    pub fn accepts(&self, value: &str) -> bool {
+        regex::Regex::new(&format!("^(?:{})$", self.pattern)).is_ok_and(|r| r.is_match(value))
+    }
+}
+
+fn default_startup() -> u64 {
+    10
+}
+
+/// How an image behaves: the simulator's "registry". Agents never see it; they see what the
+/// process does (logs, status, metrics).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImageProfile {
     /// The port the process listens on.
     pub listen_port: u16,
@@ -175,16 +199,21 @@ pub struct ImageProfile {
     /// Environment variables holding `host:port` of services this image calls.
     #[serde(default)]
     pub dependency_env: Vec<String>,
-    /// Config keys the process needs from its mounted config maps.
+    /// Config keys the process reads from its mounted config maps: a missing key stops it at
+    /// start, a value its rule rejects makes it answer wrongly.
     #[serde(default)]
-    pub required_config_keys: Vec<String>,
+    pub config: BTreeMap<String, ConfigRule>,
     /// A secret key holding a credential this image presents upstream.
     #[serde(default)]
     pub credential_key: Option<String>,
+    /// Seconds from container start to passing readiness.
+    #[serde(default = "default_startup")]
+    pub startup_s: u64,
 }
 
 /// A user-facing route with its SLO.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Route {
     /// The route's name.
     pub name: String,
@@ -215,6 +244,37 @@ pub struct Cluster {
     pub registry: BTreeMap<String, ImageProfile>,
     /// User-facing routes.
     pub routes: Vec<Route>,
+    /// Credential values their issuer has revoked (outside the cluster: no resource holds
+    /// this, so agents see it only as the upstream's rejections).
+    #[serde(default)]
+    pub revoked_credentials: BTreeSet<String>,
+    /// Simulated time, seconds. Writes take effect over it: new pods become ready
+    /// `startup_s` after they start.
+    #[serde(default)]
+    pub clock: u64,
+    /// Seed of the metric noise.
+    #[serde(default)]
+    pub noise_seed: u64,
+}
+
+/// The restorable part of a deployment: what `kubectl get deploy -o json` gives back to
+/// `kubectl apply`. Pods are not in it (the controller recreates them), nor is lost data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentSpec {
+    /// Its name.
+    pub name: String,
+    /// Desired replicas.
+    pub replicas: u32,
+    /// Label selector.
+    pub selector: BTreeMap<String, String>,
+    /// The current template.
+    pub template: PodTemplate,
+    /// The current revision number.
+    pub revision: u32,
+    /// Earlier revisions.
+    pub history: Vec<Revision>,
+    /// Keeps its data in the pod.
+    pub stateful: bool,
 }
 
 /// FNV-1a, 64 bit: a stable hash for state comparison.
@@ -292,6 +352,37 @@ impl Deployment {
         if self.stateful {
             self.data_lost = true;
         }
+    }
+
+    /// The restorable part.
+    pub fn spec(&self) -> DeploymentSpec {
+        DeploymentSpec {
+            name: self.name.clone(),
+            replicas: self.replicas,
+            selector: self.selector.clone(),
+            template: self.template.clone(),
+            revision: self.revision,
+            history: self.history.clone(),
+            stateful: self.stateful,
+        }
+    }
+
+    /// Puts a saved spec back; pods and lost data stay as they are (the controller then
+    /// replaces pods of another template).
+    pub fn set_spec(&mut self, spec: DeploymentSpec) {
+        self.replicas = spec.replicas;
+        self.selector = spec.selector;
+        self.template = spec.template;
+        self.revision = spec.revision;
+        self.history = spec.history;
+        self.stateful = spec.stateful;
+    }
+
+    /// A deployment made from a saved spec, with no pods yet.
+    pub fn from_spec(spec: DeploymentSpec) -> Self {
+        let mut d = Deployment::new(&spec.name, spec.replicas, spec.template.clone());
+        d.set_spec(spec);
+        d
     }
 
     /// Removes the pod named `name`; the controller will replace it.
@@ -374,6 +465,7 @@ impl Cluster {
     /// strategy: pods of an old template are deleted), missing pods are created, extra pods
     /// removed, and pending pods scheduled. Idempotent on a reconciled state.
     pub fn reconcile(&mut self) {
+        let now = self.clock;
         for d in self.deployments.values_mut() {
             let h = template_hash(&d.template);
             let mut sets: Vec<ReplicaSet> = Vec::new();
@@ -406,6 +498,7 @@ impl Cluster {
                     template_hash: h.clone(),
                     node: None,
                     stuck: false,
+                    started_at: now,
                 });
                 d.next_pod += 1;
             }
@@ -435,6 +528,7 @@ impl Cluster {
                     .and_then(|d| d.pods.get_mut(i))
                 {
                     p.node = Some(node);
+                    p.started_at = now;
                 }
             }
         }
@@ -447,8 +541,39 @@ impl Cluster {
             .find(|d| d.pods.iter().any(|p| p.name == pod))
     }
 
-    /// A stable hash of the whole state.
+    /// A stable hash of the restorable state: nodes, deployment specs, services, config maps
+    /// and secrets. Pods, time and lost data are not in it: they are what the system does
+    /// with the specs, and no snapshot can set them.
     pub fn state_hash(&self) -> u64 {
-        fnv1a(serde_json::to_string(self).unwrap_or_default().as_bytes())
+        let specs: BTreeMap<&String, DeploymentSpec> = self
+            .deployments
+            .iter()
+            .map(|(k, d)| (k, d.spec()))
+            .collect();
+        let view = serde_json::json!({
+            "nodes": self.nodes,
+            "deployments": specs,
+            "services": self.services,
+            "configMaps": self.config_maps,
+            "secrets": self.secrets,
+        });
+        fnv1a(view.to_string().as_bytes())
+    }
+
+    /// Lets simulated time pass until every starting pod is ready, or at most `max_s`
+    /// seconds; returns the seconds that passed.
+    pub fn settle(&mut self, max_s: u64) -> u64 {
+        let mut until = self.clock;
+        for d in self.deployments.values() {
+            let startup = self.profile(d).map_or(0, |p| p.startup_s);
+            for p in &d.pods {
+                if self.pod_status(d, p).reason == Some("Starting") {
+                    until = until.max(p.started_at.saturating_add(startup));
+                }
+            }
+        }
+        let waited = until.saturating_sub(self.clock).min(max_s);
+        self.clock += waited;
+        waited
     }
 }

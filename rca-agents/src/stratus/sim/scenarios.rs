@@ -1,467 +1,400 @@
-//! Fault scenarios modelled on AIOpsLab and ITBench mitigation problems, on a small shop
-//! application, with their termination oracles.
+//! Fault scenarios as data: a YAML file holds the healthy cluster as Kubernetes-style
+//! manifests ([`super::manifest`]), how its images behave, its user routes, the fault as the
+//! commands that break it, a reference fix and the oracle. The thirteen built-in scenarios
+//! (modelled on AIOpsLab and ITBench mitigation problems, on a small shop) are such files,
+//! compiled in; `rca mitigate --scenario-file F` and `--scenario-dir D` run anyone's.
+//!
+//! Fault lines are commands of the mitigation language, run without confinement (a fault may
+//! delete a config map, which no agent may), or simulator events that no command can cause:
+//!
+//! - `sim stop-kubelet NODE`: the node stops reporting Ready;
+//! - `sim hang deployment/NAME`: its first pod's process hangs (it still passes a TCP check);
+//! - `sim revoke secret/NAME`: the issuer revokes the credentials the secret holds.
+//!
+//! `{pod:NAME}` in a fault or fix line stands for the first pod of deployment NAME.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::OnceLock;
 
-use super::model::{
-    Cluster, ConfigMap, Deployment, ImageProfile, Node, PodTemplate, Resources, Route, Secret,
-    Service,
-};
+use serde::{Deserialize, Serialize};
+
+use super::manifest::{Manifest, cluster_from};
+use super::model::{Cluster, ImageProfile, Route};
+use crate::stratus::command::{Command, ResourceKind, ResourceRef};
 use crate::stratus::error::StratusError;
 pub use crate::stratus::oracle::{OracleVerdict, oracle};
 
-/// A fault scenario.
-#[derive(Debug, Clone, Copy)]
+/// The largest scenario file read (a cluster of a few hundred objects is far below it).
+pub const MAX_SCENARIO_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Seconds the simulated incident has been going on when the agents arrive.
+pub const INCIDENT_AGE_S: u64 = 300;
+
+/// The longest simulated wait for pods to start while building a scenario.
+const BUILD_SETTLE_S: u64 = 3600;
+
+/// What must hold when a scenario is mitigated, on top of the three standard oracles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OracleSpec {
+    /// Routes whose functional probe must get correct answers (empty: every route).
+    #[serde(default)]
+    pub probes: Vec<String>,
+    /// Deployments that must have at least this many ready pods.
+    #[serde(default)]
+    pub min_ready: BTreeMap<String, u32>,
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scenario {
     /// Its name (`rca mitigate --scenario NAME`).
-    pub name: &'static str,
-    /// What is broken.
-    pub summary: &'static str,
-    /// Components the fault involves (wrong-fix generators avoid them).
-    pub involved: &'static [&'static str],
-    build: fn(&mut Cluster),
-    fix: fn(&Cluster) -> Vec<String>,
+    pub name: String,
+    /// What is broken, for people (agents never see it).
+    pub summary: String,
+    /// Components the fault involves (the stochastic demonstration's wrong fixes avoid them).
+    #[serde(default)]
+    pub involved: Vec<String>,
+    /// The healthy cluster.
+    pub cluster: Vec<Manifest>,
+    /// How each image behaves (the simulator's registry; agents never see it).
+    pub images: BTreeMap<String, ImageProfile>,
+    /// User-facing routes and their SLOs.
+    pub routes: Vec<Route>,
+    /// The commands and simulator events that break the healthy cluster.
+    pub fault: Vec<String>,
+    /// A known-good fix (used by tests and the stochastic demonstration, never by agents).
+    #[serde(default)]
+    pub fix: Vec<String>,
+    /// What must hold when it is mitigated.
+    #[serde(default)]
+    pub oracle: OracleSpec,
+    /// Seed of the metric noise.
+    #[serde(default)]
+    pub noise_seed: u64,
+}
+
+fn invalid(name: &str, message: impl Into<String>) -> StratusError {
+    StratusError::InvalidScenario {
+        name: name.to_string(),
+        message: message.into(),
+    }
 }
 
 impl Scenario {
-    /// The faulty cluster (reconciled).
-    pub fn build(&self) -> Cluster {
-        let mut c = base_cluster();
-        (self.build)(&mut c);
+    /// Parses a scenario from YAML text and checks it builds (`origin` names it in errors).
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self, StratusError> {
+        let s: Scenario =
+            serde_norway::from_str(text).map_err(|e| invalid(origin, e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Reads one scenario file.
+    pub fn from_file(path: &Path) -> Result<Self, StratusError> {
+        let origin = path.display().to_string();
+        let len = std::fs::metadata(path)
+            .map_err(|e| invalid(&origin, e.to_string()))?
+            .len();
+        if len > MAX_SCENARIO_BYTES {
+            return Err(invalid(
+                &origin,
+                format!("the file has {len} bytes; at most {MAX_SCENARIO_BYTES} are read"),
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(&origin, e.to_string()))?;
+        Self::from_yaml(&text, &origin)
+    }
+
+    /// Reads every `*.yaml` / `*.yml` file of a directory, in file-name order.
+    pub fn from_dir(dir: &Path) -> Result<Vec<Self>, StratusError> {
+        let origin = dir.display().to_string();
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| invalid(&origin, e.to_string()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        paths.sort();
+        if paths.is_empty() {
+            return Err(invalid(
+                &origin,
+                "the directory holds no .yaml scenario file",
+            ));
+        }
+        let mut out: Vec<Scenario> = Vec::new();
+        for p in paths {
+            let s = Self::from_file(&p)?;
+            if out.iter().any(|o| o.name == s.name) {
+                return Err(invalid(
+                    &p.display().to_string(),
+                    format!("another file already defines scenario `{}`", s.name),
+                ));
+            }
+            out.push(s);
+        }
+        Ok(out)
+    }
+
+    fn validate(&self) -> Result<(), StratusError> {
+        if self.name.trim().is_empty() {
+            return Err(invalid("<unnamed>", "the scenario needs a name"));
+        }
+        if self.fault.is_empty() {
+            return Err(invalid(&self.name, "the scenario has no fault"));
+        }
+        let healthy = self.healthy()?;
+        for r in &self.routes {
+            if !healthy.services.contains_key(&r.service) {
+                return Err(invalid(
+                    &self.name,
+                    format!("route {} enters at unknown service {}", r.name, r.service),
+                ));
+            }
+        }
+        for p in &self.oracle.probes {
+            if !self.routes.iter().any(|r| &r.name == p) {
+                return Err(invalid(
+                    &self.name,
+                    format!("oracle probe of unknown route {p}"),
+                ));
+            }
+        }
+        for d in self.oracle.min_ready.keys() {
+            if !healthy.deployments.contains_key(d) {
+                return Err(invalid(
+                    &self.name,
+                    format!("oracle names unknown deployment {d}"),
+                ));
+            }
+        }
+        self.build().map(|_| ())
+    }
+
+    /// The healthy cluster, reconciled and settled (every pod started).
+    pub fn healthy(&self) -> Result<Cluster, StratusError> {
+        let mut c = cluster_from(&self.cluster).map_err(|e| invalid(&self.name, e))?;
+        c.registry = self.images.clone();
+        c.routes = self.routes.clone();
+        c.noise_seed = self.noise_seed;
         c.reconcile();
-        c
+        c.settle(BUILD_SETTLE_S);
+        Ok(c)
     }
 
-    /// A known-good fix for the faulty state, as commands (the benchmark's "right fix").
+    /// The faulty cluster: the healthy one, broken by the fault, after the incident has run
+    /// for [`INCIDENT_AGE_S`] seconds.
+    pub fn build(&self) -> Result<Cluster, StratusError> {
+        let mut c = self.healthy()?;
+        for line in &self.fault {
+            let line_now = substitute(&c, line);
+            inject(&mut c, &line_now)
+                .map_err(|e| invalid(&self.name, format!("fault `{line}`: {e}")))?;
+        }
+        c.settle(BUILD_SETTLE_S);
+        c.clock += INCIDENT_AGE_S;
+        Ok(c)
+    }
+
+    /// The reference fix for the faulty state, with `{pod:NAME}` filled in.
     pub fn fix(&self, cluster: &Cluster) -> Vec<String> {
-        (self.fix)(cluster)
+        self.fix.iter().map(|l| substitute(cluster, l)).collect()
+    }
+
+    /// The oracle's verdict on a state: the three standard oracles, plus this scenario's
+    /// probes and ready counts.
+    pub fn verdict(&self, cluster: &Cluster) -> OracleVerdict {
+        let h = cluster.health();
+        let mut v = oracle(&h);
+        for (d, min) in &self.oracle.min_ready {
+            let ready = cluster.deployments.get(d).map_or(0, |dep| {
+                dep.pods
+                    .iter()
+                    .filter(|p| cluster.pod_status(dep, p).ready)
+                    .count()
+            });
+            if (ready as u64) < u64::from(*min) {
+                v.components_healthy = false;
+                v.remaining.push(format!(
+                    "deployment {d} has {ready} ready pods; {min} needed"
+                ));
+            }
+        }
+        v
     }
 }
 
-fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+/// What [`Scenario::check`] found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioCheck {
+    /// The scenario.
+    pub name: String,
+    /// mu of the faulty state (default weights).
+    pub mu0: f64,
+    /// What the oracle finds wrong in the faulty state.
+    pub broken: Vec<String>,
+    /// The reference fix passes the oracle (`None`: the file has no fix).
+    pub fix_passes: Option<bool>,
+    /// What is still wrong after the reference fix.
+    pub after_fix: Vec<String>,
 }
 
-struct App {
-    name: &'static str,
-    image: &'static str,
-    port: u16,
-    replicas: u32,
-    cpu: u32,
-    mem: u32,
-    env: &'static [(&'static str, &'static str)],
-    config_maps: &'static [&'static str],
-    secrets: &'static [&'static str],
-    profile: ImageProfile,
-}
-
-fn profile(port: u16, mem: u32, cpu: u32, rps: f64, latency: f64) -> ImageProfile {
-    ImageProfile {
-        listen_port: port,
-        memory_mi: mem,
-        cpu_milli: cpu,
-        rps_per_pod: rps,
-        latency_ms: latency,
-        error_rate: 0.0,
-        crashes: false,
-        dependency_env: Vec::new(),
-        required_config_keys: Vec::new(),
-        credential_key: None,
+impl ScenarioCheck {
+    /// The scenario is usable: broken, not crashed, and its fix (if any) passes.
+    pub fn ok(&self) -> bool {
+        self.mu0.is_finite() && !self.broken.is_empty() && self.fix_passes != Some(false)
     }
 }
 
-fn deps(mut p: ImageProfile, vars: &[&str]) -> ImageProfile {
-    p.dependency_env = vars.iter().map(|v| v.to_string()).collect();
-    p
-}
-
-/// The healthy shop: three nodes, seven deployments, two user routes.
-pub fn base_cluster() -> Cluster {
-    let mut c = Cluster::default();
-    for n in ["node-1", "node-2", "node-3"] {
-        c.nodes.insert(
-            n.into(),
-            Node {
-                name: n.into(),
-                ready: true,
-                unschedulable: false,
-                cpu_milli: 4000,
-                memory_mi: 8192,
-            },
-        );
-    }
-    let mut cart_profile = deps(profile(7070, 150, 250, 200.0, 10.0), &["CACHE_ADDR"]);
-    cart_profile.required_config_keys = vec!["max_items".into()];
-    let mut catalog_profile = deps(profile(3550, 200, 250, 150.0, 15.0), &["DB_ADDR"]);
-    catalog_profile.required_config_keys = vec!["page_size".into()];
-    let mut payments_profile = profile(50051, 180, 250, 60.0, 40.0);
-    payments_profile.credential_key = Some("api-key".into());
-    let apps = [
-        App {
-            name: "frontend",
-            image: "shop/frontend:1.4.2",
-            port: 8080,
-            replicas: 3,
-            cpu: 500,
-            mem: 256,
-            env: &[("CATALOG_ADDR", "catalog:3550"), ("CART_ADDR", "cart:7070")],
-            config_maps: &[],
-            secrets: &[],
-            profile: deps(
-                profile(8080, 200, 400, 120.0, 20.0),
-                &["CATALOG_ADDR", "CART_ADDR"],
-            ),
-        },
-        App {
-            name: "checkout",
-            image: "shop/checkout:3.0.1",
-            port: 5050,
-            replicas: 2,
-            cpu: 300,
-            mem: 256,
-            env: &[
-                ("CART_ADDR", "cart:7070"),
-                ("PAYMENTS_ADDR", "payments:50051"),
-            ],
-            config_maps: &[],
-            secrets: &[],
-            profile: deps(
-                profile(5050, 150, 250, 60.0, 30.0),
-                &["CART_ADDR", "PAYMENTS_ADDR"],
-            ),
-        },
-        App {
-            name: "cart",
-            image: "shop/cart:2.2.0",
-            port: 7070,
-            replicas: 2,
-            cpu: 300,
-            mem: 256,
-            env: &[("CACHE_ADDR", "cache:6379")],
-            config_maps: &["cart-config"],
-            secrets: &[],
-            profile: cart_profile,
-        },
-        App {
-            name: "catalog",
-            image: "shop/catalog:2.0.3",
-            port: 3550,
-            replicas: 2,
-            cpu: 300,
-            mem: 256,
-            env: &[("DB_ADDR", "db:5432")],
-            config_maps: &["catalog-config"],
-            secrets: &[],
-            profile: catalog_profile,
-        },
-        App {
-            name: "payments",
-            image: "shop/payments:1.9.0",
-            port: 50051,
-            replicas: 2,
-            cpu: 300,
-            mem: 256,
-            env: &[],
-            config_maps: &[],
-            secrets: &["payments-key"],
-            profile: payments_profile,
-        },
-        App {
-            name: "cache",
-            image: "redis:7.2",
-            port: 6379,
-            replicas: 1,
-            cpu: 250,
-            mem: 512,
-            env: &[],
-            config_maps: &[],
-            secrets: &[],
-            profile: profile(6379, 300, 200, 600.0, 2.0),
-        },
-        App {
-            name: "db",
-            image: "postgres:16.2",
-            port: 5432,
-            replicas: 1,
-            cpu: 500,
-            mem: 1024,
-            env: &[],
-            config_maps: &[],
-            secrets: &[],
-            profile: profile(5432, 700, 400, 400.0, 5.0),
-        },
-    ];
-    for a in apps {
-        let template = PodTemplate {
-            labels: map(&[("app", a.name)]),
-            image: a.image.into(),
-            container_port: a.port,
-            env: map(a.env),
-            config_maps: a.config_maps.iter().map(|s| s.to_string()).collect(),
-            secrets: a.secrets.iter().map(|s| s.to_string()).collect(),
-            resources: Resources {
-                cpu_milli: a.cpu,
-                memory_mi: a.mem,
-            },
-            node_selector: (a.name == "db").then(|| "node-3".to_string()),
+impl Scenario {
+    /// Checks the scenario the way its author needs: the fault breaks the cluster without
+    /// crashing it, and the reference fix (run without confinement or TNR, then converged)
+    /// passes the oracle.
+    pub fn check(&self) -> Result<ScenarioCheck, StratusError> {
+        let mut c = self.build()?;
+        let mu0 = crate::stratus::severity::SeverityWeights::default().mu(&c.health());
+        let broken = self.verdict(&c).remaining;
+        let (fix_passes, after_fix) = if self.fix.is_empty() {
+            (None, Vec::new())
+        } else {
+            for line in self.fix(&c) {
+                let cmd = Command::parse(&line)?;
+                c.apply_write(&cmd)
+                    .map_err(|e| invalid(&self.name, format!("fix `{line}`: {e}")))?;
+            }
+            c.settle(BUILD_SETTLE_S);
+            let v = self.verdict(&c);
+            (Some(v.passed()), v.remaining)
         };
-        let mut d = Deployment::new(a.name, a.replicas, template);
-        d.stateful = a.name == "db";
-        c.deployments.insert(a.name.into(), d);
-        c.services.insert(
-            a.name.into(),
-            Service {
-                name: a.name.into(),
-                selector: map(&[("app", a.name)]),
-                port: a.port,
-                target_port: a.port,
-            },
-        );
-        c.registry.insert(a.image.into(), a.profile);
-    }
-    // Older and newer builds that exist in the registry.
-    let mut frontend_old = profile(8080, 200, 400, 120.0, 20.0);
-    frontend_old.dependency_env = vec!["CATALOG_ADDR".into(), "CART_ADDR".into()];
-    c.registry
-        .insert("shop/frontend:1.4.1".into(), frontend_old);
-    let mut catalog_bad = deps(profile(3550, 200, 250, 150.0, 15.0), &["DB_ADDR"]);
-    catalog_bad.required_config_keys = vec!["page_size".into()];
-    catalog_bad.error_rate = 0.4;
-    c.registry.insert("shop/catalog:2.1.0".into(), catalog_bad);
-    c.config_maps.insert(
-        "cart-config".into(),
-        ConfigMap {
-            name: "cart-config".into(),
-            data: map(&[("max_items", "50")]),
-        },
-    );
-    c.config_maps.insert(
-        "catalog-config".into(),
-        ConfigMap {
-            name: "catalog-config".into(),
-            data: map(&[("page_size", "24")]),
-        },
-    );
-    c.secrets.insert(
-        "payments-key".into(),
-        Secret {
-            name: "payments-key".into(),
-            data: map(&[("api-key", "pk_live_0001")]),
-            revoked: false,
-            created: 1,
-        },
-    );
-    c.routes = vec![
-        Route {
-            name: "web".into(),
-            service: "frontend".into(),
-            rps: 200.0,
-            slo_success: 0.99,
-            slo_latency_ms: 300.0,
-        },
-        Route {
-            name: "checkout".into(),
-            service: "checkout".into(),
-            rps: 60.0,
-            slo_success: 0.99,
-            slo_latency_ms: 400.0,
-        },
-    ];
-    c.reconcile();
-    c
-}
-
-fn with_deploy(c: &mut Cluster, name: &str, f: impl FnOnce(&mut Deployment)) {
-    if let Some(d) = c.deployments.get_mut(name) {
-        f(d);
+        Ok(ScenarioCheck {
+            name: self.name.clone(),
+            mu0,
+            broken,
+            fix_passes,
+            after_fix,
+        })
     }
 }
 
-fn retemplate(c: &mut Cluster, name: &str, f: impl FnOnce(&mut PodTemplate)) {
-    with_deploy(c, name, |d| {
-        let mut t = d.template.clone();
-        f(&mut t);
-        d.roll_to(t);
-    });
+/// `{pod:NAME}` -> the first pod of deployment NAME.
+fn substitute(c: &Cluster, line: &str) -> String {
+    let mut out = line.to_string();
+    while let Some(start) = out.find("{pod:") {
+        let Some(len) = out[start..].find('}') else {
+            break;
+        };
+        let name = &out[start + 5..start + len];
+        let pod = c
+            .deployments
+            .get(name)
+            .and_then(|d| d.pods.first())
+            .map(|p| p.name.clone())
+            .unwrap_or_else(|| format!("no-pod-of-{name}"));
+        out.replace_range(start..start + len + 1, &pod);
+    }
+    out
 }
 
-fn first_pod(c: &Cluster, deployment: &str) -> String {
-    c.deployments
-        .get(deployment)
-        .and_then(|d| d.pods.first())
-        .map(|p| p.name.clone())
-        .unwrap_or_default()
+/// Runs one fault line against the cluster.
+fn inject(c: &mut Cluster, line: &str) -> Result<(), String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["sim", "stop-kubelet", node] => {
+            let n = c
+                .nodes
+                .get_mut(*node)
+                .ok_or_else(|| format!("no node {node}"))?;
+            n.ready = false;
+            Ok(())
+        }
+        ["sim", "hang", target] => {
+            let name = target.strip_prefix("deployment/").unwrap_or(target);
+            let pod = c
+                .deployments
+                .get_mut(name)
+                .and_then(|d| d.pods.first_mut())
+                .ok_or_else(|| format!("deployment {name} has no pod to hang"))?;
+            pod.stuck = true;
+            Ok(())
+        }
+        ["sim", "revoke", target] => {
+            let name = target.strip_prefix("secret/").unwrap_or(target);
+            let values: Vec<String> = c
+                .secrets
+                .get(name)
+                .ok_or_else(|| format!("no secret {name}"))?
+                .data
+                .values()
+                .cloned()
+                .collect();
+            c.revoked_credentials.extend(values);
+            Ok(())
+        }
+        ["sim", ..] => Err(
+            "unknown simulator event (stop-kubelet NODE, hang deployment/NAME, revoke secret/NAME)"
+                .into(),
+        ),
+        _ => {
+            let cmd = Command::parse(line).map_err(|e| e.to_string())?;
+            if matches!(cmd, Command::Delete { target: ResourceRef { kind, .. } } if kind == ResourceKind::Node)
+            {
+                return Err("nodes are not deleted; use `sim stop-kubelet NODE`".into());
+            }
+            c.apply_write(&cmd).map(|_| ()).map_err(|e| e.to_string())
+        }
+    }
 }
 
-/// Every scenario.
-pub const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "wrong-target-port",
-        summary: "service catalog sends traffic to port 3551; the pods listen on 3550",
-        involved: &["catalog"],
-        build: |c| {
-            if let Some(s) = c.services.get_mut("catalog") {
-                s.target_port = 3551;
-            }
-        },
-        fix: |_| vec![r#"patch service catalog -p '{"targetPort": 3550}'"#.into()],
-    },
-    Scenario {
-        name: "bad-image",
-        summary: "frontend was updated to an image tag that does not exist (ImagePullBackOff)",
-        involved: &["frontend"],
-        build: |c| retemplate(c, "frontend", |t| t.image = "shop/frontend:1.4.3".into()),
-        fix: |_| vec!["rollout undo deployment/frontend".into()],
-    },
-    Scenario {
-        name: "scaled-to-zero",
-        summary: "cart was scaled to zero replicas",
-        involved: &["cart"],
-        build: |c| with_deploy(c, "cart", |d| d.replicas = 0),
-        fix: |_| vec!["scale deployment cart --replicas=2".into()],
-    },
-    Scenario {
-        name: "wrong-env-value",
-        summary: "cart's CACHE_ADDR points at port 6380; the cache listens on 6379",
-        involved: &["cart", "cache"],
-        build: |c| {
-            retemplate(c, "cart", |t| {
-                t.env.insert("CACHE_ADDR".into(), "cache:6380".into());
-            })
-        },
-        fix: |_| vec!["set env deployment/cart CACHE_ADDR=cache:6379".into()],
-    },
-    Scenario {
-        name: "missing-config-map",
-        summary: "config map catalog-config was deleted (CreateContainerConfigError)",
-        involved: &["catalog"],
-        build: |c| {
-            c.config_maps.remove("catalog-config");
-        },
-        fix: |_| {
-            vec![r#"apply -f '{"kind": "ConfigMap", "name": "catalog-config", "data": {"page_size": "24"}}'"#.into()]
-        },
-    },
-    Scenario {
-        name: "oom-crash-loop",
-        summary: "payments' memory limit (64Mi) is below what it needs: OOMKilled crash loop",
-        involved: &["payments", "checkout"],
-        build: |c| retemplate(c, "payments", |t| t.resources.memory_mi = 64),
-        fix: |_| vec!["set resources deployment/payments --limits=memory=256Mi".into()],
-    },
-    Scenario {
-        name: "node-not-ready",
-        summary: "node-2's kubelet stopped reporting: its pods are unknown",
-        involved: &["node-2"],
-        build: |c| {
-            if let Some(n) = c.nodes.get_mut("node-2") {
-                n.ready = false;
-            }
-        },
-        fix: |_| vec!["cordon node-2".into(), "drain node-2".into()],
-    },
-    Scenario {
-        name: "selector-mismatch",
-        summary: "service cart selects app=carts; the pods are labelled app=cart",
-        involved: &["cart"],
-        build: |c| {
-            if let Some(s) = c.services.get_mut("cart") {
-                s.selector = map(&[("app", "carts")]);
-            }
-        },
-        fix: |_| vec![r#"patch service cart -p '{"selector": {"app": "cart"}}'"#.into()],
-    },
-    Scenario {
-        name: "revoked-secret",
-        summary: "the credential in secret payments-key was revoked; a rotated payments-key-v2 exists",
-        involved: &["payments", "checkout"],
-        build: |c| {
-            if let Some(s) = c.secrets.get_mut("payments-key") {
-                s.revoked = true;
-            }
-            c.secrets.insert(
-                "payments-key-v2".into(),
-                Secret {
-                    name: "payments-key-v2".into(),
-                    data: map(&[("api-key", "pk_live_0002")]),
-                    revoked: false,
-                    created: 2,
-                },
-            );
-        },
-        fix: |_| {
-            vec![
-                r#"patch deployment payments -p '{"template": {"secrets": ["payments-key-v2"]}}'"#
-                    .into(),
-            ]
-        },
-    },
-    Scenario {
-        name: "cpu-throttling",
-        summary: "frontend's CPU limit (150m) throttles it below the offered load",
-        involved: &["frontend"],
-        build: |c| retemplate(c, "frontend", |t| t.resources.cpu_milli = 150),
-        fix: |_| vec!["set resources deployment/frontend --limits=cpu=500m".into()],
-    },
-    Scenario {
-        name: "bad-rollout",
-        summary: "catalog was rolled out to build 2.1.0, which fails 40% of requests",
-        involved: &["catalog"],
-        build: |c| retemplate(c, "catalog", |t| t.image = "shop/catalog:2.1.0".into()),
-        fix: |_| vec!["rollout undo deployment/catalog".into()],
-    },
-    Scenario {
-        name: "stuck-pod",
-        summary: "the only cache pod hangs: it passes its TCP readiness check but answers nothing",
-        involved: &["cache"],
-        build: |c| {
-            with_deploy(c, "cache", |d| {
-                if let Some(p) = d.pods.first_mut() {
-                    p.stuck = true;
-                }
-            })
-        },
-        fix: |c| vec![format!("delete pod {}", first_pod(c, "cache"))],
-    },
-    Scenario {
-        name: "cordoned-nodes",
-        summary: "node-1 and node-2 were drained for maintenance and left cordoned: pods are pending",
-        involved: &["node-1", "node-2"],
-        build: |c| {
-            for n in ["node-1", "node-2"] {
-                if let Some(node) = c.nodes.get_mut(n) {
-                    node.unschedulable = true;
-                }
-                for d in c.deployments.values_mut() {
-                    let victims: Vec<String> = d
-                        .pods
-                        .iter()
-                        .filter(|p| p.node.as_deref() == Some(n))
-                        .map(|p| p.name.clone())
-                        .collect();
-                    for v in victims {
-                        d.delete_pod(&v);
-                    }
-                }
-            }
-        },
-        fix: |_| vec!["uncordon node-1".into(), "uncordon node-2".into()],
-    },
+macro_rules! builtin_files {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../../scenarios/builtin/", $name, ".yaml")))),*]
+    };
+}
+
+/// The built-in scenario files, by name.
+const BUILTIN: &[(&str, &str)] = builtin_files![
+    "wrong-target-port",
+    "bad-image",
+    "scaled-to-zero",
+    "wrong-env-value",
+    "missing-config-map",
+    "oom-crash-loop",
+    "node-not-ready",
+    "selector-mismatch",
+    "revoked-secret",
+    "cpu-throttling",
+    "bad-rollout",
+    "stuck-pod",
+    "cordoned-nodes",
 ];
 
-/// The scenario named `name`.
+/// The thirteen built-in scenarios (parsed once).
+pub fn builtin() -> Result<&'static [Scenario], StratusError> {
+    static PARSED: OnceLock<Result<Vec<Scenario>, StratusError>> = OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            BUILTIN
+                .iter()
+                .map(|(name, text)| Scenario::from_yaml(text, &format!("built-in {name}")))
+                .collect()
+        })
+        .as_ref()
+        .map(Vec::as_slice)
+        .map_err(Clone::clone)
+}
+
+/// The built-in scenario named `name`.
 pub fn scenario(name: &str) -> Result<&'static Scenario, StratusError> {
-    SCENARIOS
-        .iter()
+    let all = builtin()?;
+    all.iter()
         .find(|s| s.name == name)
         .ok_or_else(|| StratusError::UnknownScenario {
             name: name.to_string(),
-            known: SCENARIOS
+            known: all
                 .iter()
-                .map(|s| s.name)
+                .map(|s| s.name.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
         })
@@ -470,46 +403,72 @@ pub fn scenario(name: &str) -> Result<&'static Scenario, StratusError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stratus::command::Command;
     use crate::stratus::severity::SeverityWeights;
 
     #[test]
-    fn base_is_healthy() {
-        let c = base_cluster();
-        let h = c.health();
-        assert!(oracle(&h).passed(), "{:#?}", oracle(&h).remaining);
-        assert_eq!(SeverityWeights::default().mu(&h), 0.0);
+    fn the_shipped_scenario_directories_load_and_check() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        for dir in ["builtin", "heldout"] {
+            let all = Scenario::from_dir(&root.join(dir)).unwrap();
+            assert!(all.len() >= 8, "{dir}: {}", all.len());
+            for s in &all {
+                let check = s.check().unwrap();
+                assert!(check.ok(), "{dir}/{}: {check:?}", s.name);
+            }
+        }
     }
 
     #[test]
-    fn every_scenario_is_broken_not_crashed_and_fixed_by_its_fix() {
-        assert!(SCENARIOS.len() >= 12);
-        for s in SCENARIOS {
-            let mut c = s.build();
-            let h0 = c.health();
-            let mu0 = SeverityWeights::default().mu(&h0);
-            assert!(!h0.crashed, "{}", s.name);
-            assert!(mu0 > 0.0 && mu0.is_finite(), "{}: mu0 = {mu0}", s.name);
-            assert!(!oracle(&h0).passed(), "{}", s.name);
-            for cmd in s.fix(&c) {
-                c.apply_write(&Command::parse(&cmd).unwrap()).unwrap();
-            }
-            let h = c.health();
+    fn healthy_clusters_are_healthy() {
+        for s in builtin().unwrap() {
+            let h = s.healthy().unwrap().health();
             assert!(
                 oracle(&h).passed(),
                 "{}: {:#?}",
                 s.name,
                 oracle(&h).remaining
             );
+            assert_eq!(SeverityWeights::default().mu(&h), 0.0);
         }
     }
 
     #[test]
-    fn stateful_eviction_crashes() {
-        let mut c = base_cluster();
-        let db = first_pod(&c, "db");
-        c.apply_write(&Command::parse(&format!("delete pod {db}")).unwrap())
-            .unwrap();
+    fn every_scenario_is_broken_not_crashed_and_fixed_by_its_fix() {
+        let all = builtin().unwrap();
+        assert_eq!(all.len(), 13);
+        for s in all {
+            let check = s.check().unwrap();
+            assert!(check.mu0 > 0.0, "{}: {check:?}", s.name);
+            assert!(check.ok(), "{}: {check:?}", s.name);
+            assert_eq!(check.fix_passes, Some(true), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn stateful_eviction_crashes_and_no_restore_brings_the_data_back() {
+        let s = scenario("scaled-to-zero").unwrap();
+        let mut c = s.healthy().unwrap();
+        let before = c.deployments["db"].spec();
+        let db = substitute(&c, "delete pod {pod:db}");
+        c.apply_write(&Command::parse(&db).unwrap()).unwrap();
         assert!(c.health().crashed);
+        c.deployments.get_mut("db").unwrap().set_spec(before);
+        c.reconcile();
+        c.settle(600);
+        assert!(c.health().crashed);
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        let e = Scenario::from_yaml("name: x\n", "t").unwrap_err();
+        assert!(e.to_string().contains("missing field"), "{e}");
+        let mut text = BUILTIN[0]
+            .1
+            .replace("name: wrong-target-port", "name: copy");
+        text = text.replace("patch service catalog", "patch service nosuch");
+        let e = Scenario::from_yaml(&text, "t").unwrap_err();
+        assert!(e.to_string().contains("nosuch"), "{e}");
+        let e = Scenario::from_yaml(&BUILTIN[0].1.replace("fault:", "faults:"), "t").unwrap_err();
+        assert!(e.to_string().contains("faults"), "{e}");
     }
 }

@@ -83,8 +83,8 @@ impl Cluster {
                 false,
                 Some("OOMKilled"),
                 format!(
-                    "container needs {}Mi, limit is {}Mi; back-off restarting failed container",
-                    p.memory_mi, t.resources.memory_mi
+                    "last state: OOMKilled (exit code 137) at its memory limit of {}Mi; back-off restarting failed container",
+                    t.resources.memory_mi
                 ),
             );
         }
@@ -94,38 +94,90 @@ impl Cluster {
                 false,
                 Some("CrashLoopBackOff"),
                 format!(
-                    "container exits with code 2 shortly after start (image {})",
+                    "last state: Error (exit code 2) shortly after start; back-off restarting failed container (image {})",
                     t.image
                 ),
             );
         }
-        for key in &p.required_config_keys {
-            let found = t.config_maps.iter().any(|cm| {
-                self.config_maps
-                    .get(cm)
-                    .is_some_and(|c| c.data.contains_key(key))
-            });
-            if !found {
-                return st(
-                    "Running",
-                    false,
-                    Some("CrashLoopBackOff"),
-                    format!("container exits: missing config key `{key}`"),
-                );
-            }
+        if let Some(key) = self.missing_config_keys(d).into_iter().next() {
+            return st(
+                "Running",
+                false,
+                Some("CrashLoopBackOff"),
+                format!(
+                    "last state: Error (exit code 1) at start; back-off restarting failed container (see logs: config key `{key}`)"
+                ),
+            );
+        }
+        let startup = p.startup_s;
+        if self.clock < pod.started_at.saturating_add(startup) {
+            return st(
+                "Running",
+                false,
+                Some("Starting"),
+                format!(
+                    "container started {}s ago; readiness probe not passed yet",
+                    self.clock.saturating_sub(pod.started_at)
+                ),
+            );
         }
         st("Running", true, None, String::new())
     }
 
-    /// The secret that provides the credential of `d`'s image, if its image needs one.
+    /// Config keys `d`'s image reads that none of its mounted config maps holds.
+    pub fn missing_config_keys(&self, d: &Deployment) -> Vec<String> {
+        let Some(p) = self.profile(d) else {
+            return Vec::new();
+        };
+        p.config
+            .keys()
+            .filter(|key| self.config_value(d, key).is_none())
+            .cloned()
+            .collect()
+    }
+
+    /// The value of config key `key` as `d`'s container sees it (first mounted map that has it).
+    pub fn config_value(&self, d: &Deployment, key: &str) -> Option<&str> {
+        d.template.config_maps.iter().find_map(|cm| {
+            self.config_maps
+                .get(cm)
+                .and_then(|c| c.data.get(key))
+                .map(String::as_str)
+        })
+    }
+
+    /// Config keys whose value `d`'s image rejects, with what it expects.
+    pub fn invalid_config(&self, d: &Deployment) -> Vec<(String, String, String)> {
+        let Some(p) = self.profile(d) else {
+            return Vec::new();
+        };
+        p.config
+            .iter()
+            .filter_map(|(key, rule)| {
+                let v = self.config_value(d, key)?;
+                (!rule.accepts(v)).then(|| (key.clone(), v.to_string(), rule.expected.clone()))
+            })
+            .collect()
+    }
+
+    /// The secret that provides the credential of `d`'s image, if its image needs one, and
+    /// whether its issuer rejects that credential.
     pub fn credential_secret(&self, d: &Deployment) -> Option<(&str, bool)> {
         let key = self.profile(d)?.credential_key.as_ref()?;
         d.template.secrets.iter().find_map(|s| {
-            self.secrets
-                .get(s)
-                .filter(|sec| sec.data.contains_key(key))
-                .map(|sec| (sec.name.as_str(), sec.revoked))
+            self.secrets.get(s).and_then(|sec| {
+                sec.data
+                    .get(key)
+                    .map(|v| (sec.name.as_str(), self.revoked_credentials.contains(v)))
+            })
         })
+    }
+
+    /// The upstream rejects `d`'s requests: its image presents a credential that is revoked,
+    /// or that no mounted secret holds.
+    pub fn credential_rejected(&self, d: &Deployment) -> bool {
+        let needs = self.profile(d).is_some_and(|p| p.credential_key.is_some());
+        needs && self.credential_secret(d).is_none_or(|(_, revoked)| revoked)
     }
 }
 
@@ -155,6 +207,9 @@ pub struct ServiceHealth {
     pub success: f64,
     /// End-to-end latency, ms.
     pub latency_ms: f64,
+    /// Fraction of successful answers that are correct, end to end (a process running on a
+    /// config value it rejects answers, but wrongly).
+    pub correct: f64,
     /// Failure causes as HTTP-like status -> fraction of requests.
     pub errors: BTreeMap<String, f64>,
     /// Dependency addresses that do not resolve to a service port.
@@ -314,6 +369,7 @@ impl Cluster {
         let mut report = TrafficReport::default();
         // Own behaviour of each service, before callees.
         let mut own: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let mut own_correct: BTreeMap<String, f64> = BTreeMap::new();
         for (name, svc) in &self.services {
             let demand = self.demand(name, &callers, 0);
             let eps = self.endpoints(name);
@@ -332,6 +388,7 @@ impl Cluster {
                 .map(|p| p.rps_per_pod)
                 .fold(0.0, f64::max);
             let mut ok_weighted = 0.0;
+            let mut correct_weighted = 0.0;
             let mut latency = 0.0;
             let mut per_pod = Vec::new();
             for (d, p) in &eps {
@@ -343,7 +400,7 @@ impl Cluster {
                         let throttle = (f64::from(d.template.resources.cpu_milli)
                             / f64::from(pr.cpu_milli.max(1)))
                         .min(1.0);
-                        let revoked = self.credential_secret(d).is_some_and(|(_, r)| r);
+                        let revoked = self.credential_rejected(d);
                         let ok = if revoked { 0.0 } else { 1.0 - pr.error_rate };
                         (pr.rps_per_pod * throttle, ok, pr.latency_ms)
                     }
@@ -353,6 +410,9 @@ impl Cluster {
                     h.working += 1;
                     h.capacity += cap;
                     ok_weighted += cap * ok;
+                    if self.invalid_config(d).is_empty() {
+                        correct_weighted += cap * ok;
+                    }
                     latency += cap * lat;
                 }
                 per_pod.push((p.name.clone(), working, listens, cap, ok));
@@ -403,9 +463,7 @@ impl Cluster {
                 }
                 let bad = working_frac * served * (1.0 - ok_frac);
                 if bad > 1e-9 {
-                    let revoked = eps
-                        .iter()
-                        .any(|(d, _)| self.credential_secret(d).is_some_and(|(_, r)| r));
+                    let revoked = eps.iter().any(|(d, _)| self.credential_rejected(d));
                     errs.insert(if revoked { "401" } else { "500" }.into(), bad);
                 }
             }
@@ -443,16 +501,31 @@ impl Cluster {
                 0.0
             };
             own.insert(name.clone(), (own_success, own_latency));
+            own_correct.insert(
+                name.clone(),
+                if ok_weighted > 0.0 {
+                    correct_weighted / ok_weighted
+                } else {
+                    1.0
+                },
+            );
             report.services.insert(name.clone(), h);
         }
         // End to end: multiply by callees' success, add their latency.
         let names: Vec<String> = report.services.keys().cloned().collect();
         let mut e2e: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let mut e2e_correct: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let correct_own: BTreeMap<String, (f64, f64)> = own_correct
+            .into_iter()
+            .map(|(k, c)| (k, (c, 0.0)))
+            .collect();
         for name in &names {
             let v = end_to_end(name, &report, &own, &mut e2e, 0);
+            let c = end_to_end(name, &report, &correct_own, &mut e2e_correct, 0);
             if let Some(h) = report.services.get_mut(name) {
                 h.success = v.0;
                 h.latency_ms = v.1;
+                h.correct = c.0;
             }
         }
         report
@@ -536,13 +609,16 @@ impl Cluster {
                 && d.template.resources.cpu_milli < p.cpu_milli
                 && d.replicas > 0
             {
+                let throttled = self.throttled_share(d, &format!("alert:{}", d.name));
                 r.alerts.push(alert(
                     "CPUThrottlingHigh",
                     comp.clone(),
                     "CPUThrottling",
                     format!(
-                        "{} is throttled: needs {}m, limit {}m",
-                        d.name, p.cpu_milli, d.template.resources.cpu_milli
+                        "{:.0}% throttling of CPU in deployment {} (limit {}m)",
+                        throttled * 100.0,
+                        d.name,
+                        d.template.resources.cpu_milli
                     ),
                 ));
             }
@@ -552,7 +628,7 @@ impl Cluster {
                     "DataLoss",
                     comp.clone(),
                     "DataLoss",
-                    format!("stateful {} lost its data (pod deleted or evicted)", d.name),
+                    format!("{} restarted with an empty data directory", d.name),
                 ));
             }
         }
@@ -592,6 +668,26 @@ impl Cluster {
         }
         r.capacity_loss = loss;
         for route in &self.routes {
+            let correct = traffic
+                .services
+                .get(&route.service)
+                .map_or(0.0, |h| h.correct);
+            if correct < 0.99 {
+                let text = format!(
+                    "route {}: {:.0}% of answers are wrong",
+                    route.name,
+                    (1.0 - correct) * 100.0
+                );
+                // A synthetic probe that checks answers (a blackbox exporter's content
+                // check) alerts on them.
+                r.alerts.push(alert(
+                    "ProbeFailed",
+                    format!("route/{}", route.name),
+                    "WrongAnswers",
+                    text.clone(),
+                ));
+                r.failed_probes.push(text);
+            }
             let (s, l) = traffic
                 .services
                 .get(&route.service)
@@ -607,6 +703,27 @@ impl Cluster {
         }
         r.alerts.sort();
         r
+    }
+}
+
+impl Cluster {
+    /// A deterministic noise value in [-1, 1] for metric `key` at the current time.
+    pub fn noise(&self, key: &str) -> f64 {
+        let h = super::model::fnv1a(format!("{}:{}:{key}", self.noise_seed, self.clock).as_bytes());
+        (h % 20_001) as f64 / 10_000.0 - 1.0
+    }
+
+    /// The share of CPU periods throttled in `d`'s pods, with a few points of noise.
+    pub fn throttled_share(&self, d: &Deployment, key: &str) -> f64 {
+        let Some(p) = self.profile(d) else {
+            return 0.0;
+        };
+        let need = f64::from(p.cpu_milli.max(1));
+        let limit = f64::from(d.template.resources.cpu_milli);
+        if limit >= need {
+            return 0.0;
+        }
+        ((1.0 - limit / need) + 0.03 * self.noise(key)).clamp(0.01, 0.99)
     }
 }
 
