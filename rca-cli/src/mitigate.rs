@@ -111,6 +111,10 @@ struct AgentBenchArgs {
     /// Read commands the model diagnoser may run per attempt.
     #[arg(long, default_value_t = 2)]
     reads: usize,
+    /// Only the first N scenario files (by name): a model-backed run costs minutes per
+    /// scenario on a small machine.
+    #[arg(long, value_parser = crate::numbers::at_least_one())]
+    first: Option<usize>,
     /// Attempts per run.
     #[arg(long, default_value_t = 10, value_parser = crate::numbers::at_least_one())]
     max_attempts: usize,
@@ -358,6 +362,10 @@ async fn agent_bench(b: AgentBenchArgs) -> anyhow::Result<()> {
         ),
         None => (builtin_scenarios()?.to_vec(), "builtin".into()),
     };
+    let scenarios: Vec<Scenario> = match b.first {
+        Some(n) => scenarios.into_iter().take(n).collect(),
+        None => scenarios,
+    };
     let config = AgentBenchConfig {
         max_attempts: b.max_attempts,
         run_timeout: std::time::Duration::from_secs(b.run_seconds),
@@ -398,12 +406,17 @@ async fn agent_bench(b: AgentBenchArgs) -> anyhow::Result<()> {
             if b.model { "-model" } else { "" }
         );
         let command = format!(
-            "rca mitigate bench{}{} --max-attempts {} --write-docs {}",
+            "rca mitigate bench{}{}{} --max-attempts {} --write-docs {}",
             b.scenario_dir
                 .as_ref()
                 .map(|d| format!(" --scenario-dir {}", d.display()))
                 .unwrap_or_default(),
-            if b.model { " --model" } else { "" },
+            if b.model {
+                format!(" --model --reads {}", b.reads)
+            } else {
+                String::new()
+            },
+            b.first.map(|n| format!(" --first {n}")).unwrap_or_default(),
             b.max_attempts,
             path.display()
         );

@@ -343,7 +343,7 @@ pub struct ModeSummary {
     pub max_visible_mu_ratio: f64,
 }
 
-/// The benchmark's summary, in the shape `rca mitigate bench --json` prints.
+/// The benchmark's summary, in the shape `rca mitigate demo --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchSummary {
     /// Scenarios run.
@@ -465,7 +465,7 @@ fn round(x: f64) -> f64 {
 }
 
 impl BenchReport {
-    /// The summary printed by `rca mitigate bench --json`: `{"scenarios", "seeds", "modes":
+    /// The summary printed by `rca mitigate demo --json`: `{"scenarios", "seeds", "modes":
     /// [{"mode", "success_rate", "visible_crashes", "max_visible_mu_ratio"}, ...]}`, keys in
     /// that order.
     pub fn summary(&self) -> BenchSummary {

@@ -341,4 +341,32 @@ mod tests {
         assert!(tnr.max_visible_ratio <= 1.0);
         assert!(report.markdown().contains("| deterministic | no_undo |"));
     }
+
+    /// The goal on scenarios not among the built-in thirteen: the deterministic agents
+    /// under TNR mitigate at least 80%, with no visible crash and visible severity never above
+    /// its start.
+    #[tokio::test]
+    async fn the_deterministic_agents_meet_the_goal_on_scenarios_they_were_not_written_for() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        for dir in ["heldout", "unseen"] {
+            let scenarios = Scenario::from_dir(&root.join(dir)).unwrap();
+            let report = run_agent_bench(
+                &scenarios,
+                &[AgentSet::Deterministic],
+                &AgentBenchConfig::default(),
+                |_, _| {},
+            )
+            .await
+            .unwrap();
+            let tnr = &report.totals()[0];
+            assert_eq!(tnr.mode, "tnr");
+            assert!(
+                tnr.mitigated * 10 >= tnr.scenarios * 8,
+                "{dir}: {}",
+                report.markdown()
+            );
+            assert_eq!(tnr.visible_crashes, 0, "{dir}");
+            assert!(tnr.max_visible_ratio <= 1.0, "{dir}");
+        }
+    }
 }

@@ -408,7 +408,7 @@ mod tests {
     #[test]
     fn the_shipped_scenario_directories_load_and_check() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-        for dir in ["builtin", "heldout"] {
+        for dir in ["builtin", "heldout", "unseen"] {
             let all = Scenario::from_dir(&root.join(dir)).unwrap();
             assert!(all.len() >= 8, "{dir}: {}", all.len());
             for s in &all {
@@ -456,6 +456,31 @@ mod tests {
         c.reconcile();
         c.settle(600);
         assert!(c.health().crashed);
+    }
+
+    #[test]
+    fn an_empty_config_value_stops_the_crash_loop_but_is_not_a_fix() {
+        let s = scenario("missing-config-map").unwrap();
+        let mut c = s.build().unwrap();
+        let apply = |c: &mut Cluster, value: &str| {
+            let cmd = format!(
+                r#"apply -f '{{"kind": "ConfigMap", "name": "catalog-config", "data": {{"page_size": "{value}"}}}}'"#
+            );
+            c.apply_write(&Command::parse(&cmd).unwrap()).unwrap();
+            c.settle(600);
+        };
+        apply(&mut c, "");
+        let h = c.health();
+        assert!(
+            !h.alerts.iter().any(|a| a.name == "KubePodCrashLooping"),
+            "{h:#?}"
+        );
+        assert!(!h.failed_probes.is_empty());
+        assert!(h.alerts.iter().any(|a| a.name == "ProbeFailed"));
+        let v = s.verdict(&c);
+        assert!(!v.passed() && !v.requests_succeed, "{v:?}");
+        apply(&mut c, "24");
+        assert!(s.verdict(&c).passed(), "{:?}", s.verdict(&c).remaining);
     }
 
     #[test]
