@@ -152,8 +152,13 @@ struct TerminalApprover;
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, proposal: &Proposal) -> bool {
+        let warning = proposal
+            .irreversible
+            .as_ref()
+            .map(|why| format!("IRREVERSIBLE: {why}\nundo cannot bring back what it destroys; it will count as a crash.\n"))
+            .unwrap_or_default();
         let text = format!(
-            "transaction {} (mu before: {}{}):\n{}\napprove? [y/N] ",
+            "{warning}transaction {} (mu before: {}{}):\n{}\napprove? [y/N] ",
             proposal.id,
             proposal.mu_pre.map_or("inf".into(), mu_text),
             proposal

@@ -166,8 +166,9 @@ pub trait Environment: Send + Sync {
 
     /// Whether `command` would destroy what no snapshot can bring back, and what. The
     /// default follows the command's declared [`Reversibility`]: deleting pods is
-    /// irreversible (their local data goes with them); an environment that knows which pods
-    /// hold data answers exactly.
+    /// irreversible (their local data goes with them); commands that only replace pods pass.
+    /// An environment whose pods keep data (`emptyDir`) must override this and answer
+    /// exactly, as the simulator does; so must every wrapper of an environment (forward it).
     async fn irreversible(&self, command: &WriteCommand) -> Result<Option<String>, EnvError> {
         Ok(match command.command().reversibility() {
             Reversibility::DeletesPods | Reversibility::DeletesObject => {

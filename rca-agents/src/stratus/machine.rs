@@ -140,13 +140,17 @@ impl Stratus {
                     Ok(rec) => {
                         let text = match &rec.outcome {
                             Outcome::Committed => "committed".to_string(),
-                            Outcome::Aborted { reason } => {
+                            Outcome::Aborted { reason } if tnr.config().undo => {
                                 report.phases.push(Phase::Undo);
                                 format!(
                                     "aborted and undone ({})",
                                     serde_json::to_string(reason).unwrap_or_default()
                                 )
                             }
+                            Outcome::Aborted { reason } => format!(
+                                "stopped, its changes kept: no undo ({})",
+                                serde_json::to_string(reason).unwrap_or_default()
+                            ),
                             Outcome::RejectedByDryRun { predicted_mu } => format!(
                                 "rejected by the dry run (predicted mu {})",
                                 predicted_mu.map_or("inf".into(), |m| m.to_string())

@@ -40,8 +40,9 @@ pub struct HealthReport {
     pub crashed: bool,
     /// Components that are not healthy (pods not ready, nodes not ready), for the oracle.
     pub unhealthy_components: Vec<String>,
-    /// Functional probes that fail: a route that answers, but wrongly. Not part of mu (no
-    /// status code shows it); the oracle requires none.
+    /// Functional probes that fail: a route that answers, but wrongly (no status code shows
+    /// it). An environment raises an alert for each as well, which is how they count in mu;
+    /// the oracle requires none.
     #[serde(default)]
     pub failed_probes: Vec<String>,
 }

@@ -67,8 +67,8 @@ pub struct Proposal {
     pub mu_pre: Option<f64>,
     /// Severity the dry run predicts, when one ran.
     pub dry_run_mu: Option<f64>,
-    /// When set, the approver is asked about this one irreversible command (inside the
-    /// transaction, before it runs): what it would destroy.
+    /// When set, the approver is asked about this one irreversible command of the
+    /// transaction (before the transaction takes the write lock): what it would destroy.
     pub irreversible: Option<String>,
 }
 
@@ -277,7 +277,7 @@ impl<E: Environment> Tnr<E> {
     async fn approve_irreversible(
         &self,
         record: &TransactionRecord,
-        cmd: &WriteCommand,
+        command: &str,
         reason: &str,
     ) -> bool {
         let Some(a) = &self.approver else {
@@ -285,7 +285,7 @@ impl<E: Environment> Tnr<E> {
         };
         a.approve(&Proposal {
             id: record.id,
-            commands: vec![cmd.text().to_string()],
+            commands: vec![command.to_string()],
             mu_pre: record.mu_pre,
             dry_run_mu: None,
             irreversible: Some(reason.to_string()),
@@ -377,10 +377,35 @@ impl<E: Environment> Tnr<E> {
                 }
             }
         }
+        // Irreversible commands go to the approver before the write lock is taken (an
+        // approver may read the environment, and a human may take their time). A command
+        // that becomes irreversible only inside the transaction is refused there.
+        let mut approved: Vec<String> = Vec::new();
+        if self.config.undo {
+            let irreversible = {
+                let guard = self.env.read().await;
+                let mut found = Vec::new();
+                for c in cmds {
+                    if let Some(reason) = guard.irreversible(c).await? {
+                        found.push((c.text().to_string(), reason));
+                    }
+                }
+                found
+            };
+            if record.mu_pre.is_none() && !irreversible.is_empty() {
+                let guard = self.env.read().await;
+                record.mu_pre = mu_json(w.mu(&guard.observe().await?));
+            }
+            for (text, reason) in irreversible {
+                if self.approve_irreversible(&record, &text, &reason).await {
+                    approved.push(text);
+                }
+            }
+        }
         let mut env = self.env.write().await;
         let active = self.active_writers.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_writers.fetch_max(active, Ordering::SeqCst);
-        let result = self.execute(&mut *env, cmds, &mut record).await;
+        let result = self.execute(&mut *env, cmds, &approved, &mut record).await;
         self.active_writers.fetch_sub(1, Ordering::SeqCst);
         result?;
         if let Ok(mut p) = self.paths.lock() {
@@ -393,6 +418,7 @@ impl<E: Environment> Tnr<E> {
         &self,
         env: &mut E,
         cmds: &[WriteCommand],
+        approved: &[String],
         record: &mut TransactionRecord,
     ) -> Result<(), StratusError> {
         let w = self.config.weights;
@@ -404,17 +430,18 @@ impl<E: Environment> Tnr<E> {
         let mut abort: Option<AbortReason> = None;
         let mut post = pre.clone();
         for cmd in cmds {
+            let mut irreversible = false;
             if self.config.undo
                 && let Some(reason) = env.irreversible(cmd).await?
             {
-                if !self.approve_irreversible(record, cmd, &reason).await {
+                if !approved.iter().any(|a| a == cmd.text()) {
                     abort = Some(AbortReason::Irreversible {
                         command: cmd.text().to_string(),
                         reason,
                     });
                     break;
                 }
-                record.irreversible_executed.push(cmd.text().to_string());
+                irreversible = true;
             }
             if self.config.undo {
                 for r in env.footprint(cmd).await? {
@@ -425,7 +452,12 @@ impl<E: Environment> Tnr<E> {
                 }
             }
             match env.write(cmd).await {
-                Ok(out) => record.outputs.push(out),
+                Ok(out) => {
+                    record.outputs.push(out);
+                    if irreversible {
+                        record.irreversible_executed.push(cmd.text().to_string());
+                    }
+                }
                 Err(e) => {
                     record.outputs.push(format!("error: {e}"));
                     abort = Some(AbortReason::CommandFailed {

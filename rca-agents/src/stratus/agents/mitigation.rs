@@ -172,8 +172,21 @@ impl PolicyMitigator {
                 let (var, addr) = var_addr.split_once('=').unwrap_or(("", ""));
                 let host = addr.split(':').next().unwrap_or("");
                 let services = items(env, "services").await?;
+                // Never the deployment's own service: a process does not call itself.
+                let dep = get_json(env, &format!("deployment {name}")).await?;
+                let own = |s: &Value| {
+                    s.get("selector")
+                        .and_then(Value::as_object)
+                        .is_some_and(|sel| {
+                            !sel.is_empty()
+                                && sel.iter().all(|(k, v)| {
+                                    dep.pointer(&format!("/template/labels/{k}")) == Some(v)
+                                })
+                        })
+                };
                 let target = services
                     .iter()
+                    .filter(|s| !own(s))
                     .min_by_key(|s| edit_distance(str_of(s, "name"), host))
                     .map(|s| {
                         (
@@ -284,8 +297,12 @@ impl PolicyMitigator {
                         .find(|x| str_of(x, "name") == p)
                         .map(|x| str_of(x, "deployment"))
                         .unwrap_or("");
+                    // Pod-local storage (an emptyDir volume) goes with the pod.
                     let stateful = deployments.iter().any(|d| {
-                        str_of(d, "name") == owner && d.get("stateful") == Some(&Value::Bool(true))
+                        str_of(d, "name") == owner
+                            && d.get("volumes")
+                                .and_then(Value::as_array)
+                                .is_some_and(|v| v.iter().any(|v| v.get("emptyDir").is_some()))
                     });
                     if !stateful && cmds.len() < ctx.max_commands {
                         cmds.push(format!("delete pod {p}"));

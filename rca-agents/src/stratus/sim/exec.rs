@@ -218,7 +218,7 @@ impl Cluster {
         let series: Vec<u32> = match s.reason {
             Some("OOMKilled") => [40u32, 62, 81, 96, 100]
                 .iter()
-                .map(|share| limit * share / 100)
+                .map(|share| (u64::from(limit) * u64::from(*share) / 100) as u32)
                 .collect(),
             None | Some("Starting") => (0..5)
                 .map(|i| {
@@ -229,7 +229,9 @@ impl Cluster {
             _ => return Value::Null,
         };
         let throttled = self.throttled_share(d, &pod.name);
-        let cpu = p.cpu_milli.min(d.template.resources.cpu_milli);
+        let cpu = (f64::from(p.cpu_milli.min(d.template.resources.cpu_milli))
+            * (0.92 + 0.05 * self.noise(&format!("{}:cpu", pod.name))))
+        .round();
         json!({"cpu_milli": cpu, "cpu_throttled": (throttled * 100.0).round() / 100.0,
             "memory_mi": series})
     }
@@ -397,6 +399,21 @@ impl Cluster {
                     .iter()
                     .filter(|p| self.pod_status(d, p).ready)
                     .count();
+                let mut volumes: Vec<Value> = d
+                    .template
+                    .config_maps
+                    .iter()
+                    .map(|c| json!({"name": c, "configMap": {"name": c}}))
+                    .collect();
+                volumes.extend(
+                    d.template
+                        .secrets
+                        .iter()
+                        .map(|s| json!({"name": s, "secret": {"secretName": s}})),
+                );
+                if d.stateful {
+                    volumes.push(json!({"name": "data", "emptyDir": {}}));
+                }
                 let history: Vec<Value> = d
                     .history
                     .iter()
@@ -405,7 +422,7 @@ impl Cluster {
                 Ok(
                     json!({"name": d.name, "replicas": d.replicas, "readyReplicas": ready,
                     "selector": d.selector, "revision": d.revision, "template": to(serde_json::to_value(&d.template))?,
-                    "history": history, "stateful": d.stateful,
+                    "history": history, "volumes": volumes,
                     "replicaSets": to(serde_json::to_value(&d.replica_sets))?}),
                 )
             }
@@ -567,7 +584,13 @@ impl Cluster {
                     .deployments
                     .get(&target.name)
                     .ok_or_else(|| not_found(target))?;
-                (d, d.pods.first())
+                // As kubectl does: a pod that runs, else the first.
+                let running = d.pods.iter().find(|p| {
+                    p.node
+                        .as_ref()
+                        .is_some_and(|n| self.nodes.get(n).is_some_and(|n| n.ready))
+                });
+                (d, running.or(d.pods.first()))
             }
             _ => return Err(invalid("logs takes a pod or deployment/NAME")),
         };
@@ -602,7 +625,10 @@ impl Cluster {
         match s.reason {
             Some("OOMKilled") => {
                 for share in [40u32, 62, 81, 96] {
-                    out.push(format!("heap in use: {}Mi", limit * share / 100));
+                    out.push(format!(
+                        "heap in use: {}Mi",
+                        u64::from(limit) * u64::from(share) / 100
+                    ));
                 }
                 out.push("Killed".into());
                 return Ok(out);

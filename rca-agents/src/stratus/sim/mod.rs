@@ -20,7 +20,7 @@ use super::command::{ResourceKind, ResourceRef};
 use super::confinement::{ReadCommand, WriteCommand};
 use super::environment::{Environment, ResourceSnapshot, ServiceGraph};
 use super::error::EnvError;
-use super::severity::HealthReport;
+use super::severity::{HealthReport, SeverityWeights};
 
 /// How long a dry run lets the copy converge, simulated seconds.
 const DRY_RUN_SETTLE_S: u64 = 600;
@@ -283,22 +283,17 @@ impl Environment for SimEnvironment {
         let mut original = self.clone();
         original.cluster.settle(DRY_RUN_SETTLE_S);
         let (after, before) = (copy.cluster.health(), original.cluster.health());
-        let worse: Vec<&String> = after
-            .unhealthy_components
-            .iter()
-            .filter(|c| !before.unhealthy_components.contains(c))
-            .collect();
-        if after.capacity_loss > before.capacity_loss
-            || after.alerts.len() > before.alerts.len()
-            || after.unhealthy_components.len() > before.unhealthy_components.len()
-        {
+        let w = SeverityWeights::default();
+        if w.mu(&after) > w.mu(&before) {
+            let worse: Vec<&str> = after
+                .unhealthy_components
+                .iter()
+                .filter(|c| !before.unhealthy_components.contains(c))
+                .map(String::as_str)
+                .collect();
             return Ok(Some(format!(
                 "undoing it would not bring back what it replaces (no node can take the pods back: {})",
-                worse
-                    .iter()
-                    .map(|c| c.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                worse.join(", ")
             )));
         }
         Ok(None)

@@ -88,8 +88,9 @@ pub struct Pod {
     pub started_at: u64,
 }
 
-/// A deployment, with the replica sets and pods it owns (snapshotted and restored together,
-/// like `kubectl get deploy,rs,pods -l app=x -o json`).
+/// A deployment, with the replica sets and pods it owns. Only its spec
+/// ([`DeploymentSpec`]) is snapshotted and restored, as `kubectl apply` of a saved manifest
+/// would; the controller then recreates pods, and lost data stays lost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Deployment {
     /// Its name (also the container's name).
@@ -348,8 +349,9 @@ impl Deployment {
     }
 
     fn remove_pod(&mut self, i: usize) {
-        self.pods.remove(i);
-        if self.stateful {
+        let pod = self.pods.remove(i);
+        // A pod that was never placed on a node never held any data.
+        if self.stateful && pod.node.is_some() {
             self.data_lost = true;
         }
     }

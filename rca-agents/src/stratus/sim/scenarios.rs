@@ -31,6 +31,10 @@ pub const MAX_SCENARIO_BYTES: u64 = 4 * 1024 * 1024;
 /// Seconds the simulated incident has been going on when the agents arrive.
 pub const INCIDENT_AGE_S: u64 = 300;
 
+/// The longest start-up an image may declare, seconds: well inside the time a transaction
+/// waits for convergence (`TnrConfig::settle_s`), so that judging and undo see started pods.
+pub const MAX_STARTUP_S: u64 = 120;
+
 /// The longest simulated wait for pods to start while building a scenario.
 const BUILD_SETTLE_S: u64 = 3600;
 
@@ -38,7 +42,8 @@ const BUILD_SETTLE_S: u64 = 3600;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OracleSpec {
-    /// Routes whose functional probe must get correct answers (empty: every route).
+    /// Routes whose functional probe the scenario is about. The standard oracle already
+    /// requires every route's probe to pass; listing them documents the scenario.
     #[serde(default)]
     pub probes: Vec<String>,
     /// Deployments that must have at least this many ready pods.
@@ -145,6 +150,22 @@ impl Scenario {
         if self.fault.is_empty() {
             return Err(invalid(&self.name, "the scenario has no fault"));
         }
+        for (image, p) in &self.images {
+            if p.startup_s > MAX_STARTUP_S {
+                return Err(invalid(
+                    &self.name,
+                    format!(
+                        "image {image}: startupS {} is above {MAX_STARTUP_S}",
+                        p.startup_s
+                    ),
+                ));
+            }
+            for (key, rule) in &p.config {
+                regex::Regex::new(&rule.pattern).map_err(|e| {
+                    invalid(&self.name, format!("image {image}, config key {key}: {e}"))
+                })?;
+            }
+        }
         let healthy = self.healthy()?;
         for r in &self.routes {
             if !healthy.services.contains_key(&r.service) {
@@ -242,9 +263,13 @@ pub struct ScenarioCheck {
 }
 
 impl ScenarioCheck {
-    /// The scenario is usable: broken, not crashed, and its fix (if any) passes.
+    /// The scenario is usable: broken visibly (mu > 0, so detection can see it), not
+    /// crashed, and its fix (if any) passes.
     pub fn ok(&self) -> bool {
-        self.mu0.is_finite() && !self.broken.is_empty() && self.fix_passes != Some(false)
+        self.mu0.is_finite()
+            && self.mu0 > 0.0
+            && !self.broken.is_empty()
+            && self.fix_passes != Some(false)
     }
 }
 

@@ -99,14 +99,13 @@ impl Cluster {
                 ),
             );
         }
-        if let Some(key) = self.missing_config_keys(d).into_iter().next() {
+        if !self.missing_config_keys(d).is_empty() {
             return st(
                 "Running",
                 false,
                 Some("CrashLoopBackOff"),
-                format!(
-                    "last state: Error (exit code 1) at start; back-off restarting failed container (see logs: config key `{key}`)"
-                ),
+                "last state: Error (exit code 1) at start; back-off restarting failed container"
+                    .to_string(),
             );
         }
         let startup = p.startup_s;
@@ -338,8 +337,19 @@ impl Cluster {
         g
     }
 
-    fn demand(&self, service: &str, callers: &BTreeMap<String, Vec<String>>, depth: usize) -> f64 {
-        if depth > MAX_DEPTH {
+    /// Requests per second offered to `service`: its routes' load plus what its callers
+    /// forward. A call cycle forwards nothing around the cycle (memoised, linear in the graph).
+    fn demand(
+        &self,
+        service: &str,
+        callers: &BTreeMap<String, Vec<String>>,
+        path: &mut Vec<String>,
+        memo: &mut BTreeMap<String, f64>,
+    ) -> f64 {
+        if let Some(v) = memo.get(service) {
+            return *v;
+        }
+        if path.iter().any(|p| p == service) || path.len() > MAX_DEPTH {
             return 0.0;
         }
         let own: f64 = self
@@ -348,11 +358,15 @@ impl Cluster {
             .filter(|r| r.service == service)
             .map(|r| r.rps)
             .sum();
-        let up: f64 = callers
-            .get(service)
-            .map(|cs| cs.iter().map(|c| self.demand(c, callers, depth + 1)).sum())
-            .unwrap_or(0.0);
-        own + up
+        path.push(service.to_string());
+        let mut up = 0.0;
+        for c in callers.get(service).into_iter().flatten() {
+            up += self.demand(c, callers, path, memo);
+        }
+        path.pop();
+        let total = own + up;
+        memo.insert(service.to_string(), total);
+        total
     }
 
     /// Runs the request model.
@@ -370,8 +384,9 @@ impl Cluster {
         // Own behaviour of each service, before callees.
         let mut own: BTreeMap<String, (f64, f64)> = BTreeMap::new();
         let mut own_correct: BTreeMap<String, f64> = BTreeMap::new();
+        let mut demand_memo: BTreeMap<String, f64> = BTreeMap::new();
         for (name, svc) in &self.services {
-            let demand = self.demand(name, &callers, 0);
+            let demand = self.demand(name, &callers, &mut Vec::new(), &mut demand_memo);
             let eps = self.endpoints(name);
             let mut h = ServiceHealth {
                 demand,
