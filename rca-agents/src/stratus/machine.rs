@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::agents::{
-    Detection, Detector, Diagnoser, Diagnosis, Feedback, Mitigator, OracleVerdictView, PlanContext,
-    PolicyDetector, PolicyDiagnoser, PolicyMitigator,
+    Detection, Detector, Diagnoser, Diagnosis, FaultKind, Feedback, Mitigator, OracleVerdictView,
+    PlanContext, PolicyDetector, PolicyDiagnoser, PolicyMitigator,
 };
 use super::environment::{Environment, ReadAccess};
 use super::error::StratusError;
@@ -117,7 +117,20 @@ impl Stratus {
         }
         for attempt in 1..=self.max_attempts {
             report.phases.push(Phase::Diagnose);
-            let diagnosis = self.diagnoser.diagnose(env, &report.feedback).await?;
+            // A diagnosis that fails (a model that never answers in shape, a model backend
+            // that times out) costs this attempt, not the run: the mitigation agent plans
+            // from an unknown fault, and the next attempt is told why.
+            let diagnosis = match self.diagnoser.diagnose(env, &report.feedback).await {
+                Ok(d) => d,
+                Err(e @ (StratusError::MalformedModelOutput { .. } | StratusError::Model(_))) => {
+                    Diagnosis {
+                        component: String::new(),
+                        fault: FaultKind::Unknown,
+                        reason: format!("no diagnosis: {e}"),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
             tracing::info!(attempt, fault = ?diagnosis.fault, component = %diagnosis.component, "STRATUS diagnosis");
             report.diagnoses.push(diagnosis.clone());
             report.phases.push(Phase::Mitigate);

@@ -12,7 +12,7 @@ use rca_core::llm::ChatModel;
 use serde::Serialize;
 use tokio::sync::RwLock;
 
-use super::agents::{ModelDetector, ModelDiagnoser, ModelMitigator};
+use super::agents::{ModelDiagnoser, ModelMitigator, PolicyDetector};
 use super::error::StratusError;
 use super::machine::Stratus;
 use super::severity::SeverityWeights;
@@ -25,7 +25,10 @@ use super::transaction::{Outcome, Tnr, TnrConfig};
 pub enum AgentSet {
     /// The deterministic policies.
     Deterministic,
-    /// Model-backed agents (detection, diagnosis with `reads` read commands, mitigation).
+    /// Model-backed diagnosis (with `reads` read commands per attempt) and mitigation. Detection
+    /// stays the deterministic threshold on alerts: it is not what the benchmark compares,
+    /// and a small model that cannot answer it in shape would end every run before the
+    /// agents under test begin.
     Model {
         /// The model.
         model: Arc<dyn ChatModel>,
@@ -47,7 +50,7 @@ impl AgentSet {
         match self {
             AgentSet::Deterministic => Stratus::default(),
             AgentSet::Model { model, reads } => Stratus::new(
-                Arc::new(ModelDetector::new(Arc::clone(model))),
+                Arc::new(PolicyDetector),
                 Arc::new(ModelDiagnoser::new(Arc::clone(model), *reads)),
                 Arc::new(ModelMitigator::new(Arc::clone(model))),
             ),
@@ -307,7 +310,14 @@ impl AgentBenchReport {
                 r.max_visible_ratio,
                 r.error
                     .as_deref()
-                    .map(|e| e.chars().take(80).collect::<String>().replace('|', "/"))
+                    .map(|e| e
+                        .chars()
+                        .take(80)
+                        .collect::<String>()
+                        .replace('|', "/")
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "))
                     .unwrap_or_default()
             );
         }

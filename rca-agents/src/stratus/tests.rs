@@ -706,3 +706,27 @@ async fn observations_tell_no_answers() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_failed_diagnosis_costs_the_attempt_not_the_run() {
+    let env = scenario_env("scaled-to-zero");
+    let diagnoser = ScriptedModel::from_texts("scripted-unshaped-diagnoser", ["no idea, sorry"]);
+    let mitigator = ScriptedModel::from_texts(
+        "scripted-blind-mitigator",
+        [
+            r#"{"commands": ["scale deployment cart --replicas=2"], "rationale": "cart has no endpoints"}"#,
+        ],
+    );
+    let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
+        .await
+        .unwrap();
+    let machine = Stratus::new(
+        Arc::new(super::agents::PolicyDetector),
+        Arc::new(ModelDiagnoser::new(Arc::new(diagnoser), 0)),
+        Arc::new(ModelMitigator::new(Arc::new(mitigator))),
+    );
+    let report = machine.run(&tnr).await.unwrap();
+    assert_eq!(report.diagnoses[0].fault, super::agents::FaultKind::Unknown);
+    assert!(report.diagnoses[0].reason.starts_with("no diagnosis"));
+    assert!(report.resolved);
+}
