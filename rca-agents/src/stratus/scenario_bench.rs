@@ -94,6 +94,8 @@ pub struct ScenarioRun {
     pub steps: usize,
     /// Transactions run.
     pub transactions: usize,
+    /// Attempts that ran no transaction (no usable plan, or one refused before it ran).
+    pub no_plan: usize,
     /// Transactions aborted (undone under TNR; stopped without undo).
     pub aborts: usize,
     /// Visible states that were crashed.
@@ -135,12 +137,13 @@ pub async fn run_scenario(
     .await?;
     let machine = agents.machine().with_max_attempts(config.max_attempts);
     let result = tokio::time::timeout(config.run_timeout, machine.run(&tnr)).await;
-    let (transactions, error) = match result {
-        Ok(Ok(report)) => (report.transactions, None),
+    let (transactions, attempts, error) = match result {
+        Ok(Ok(report)) => (report.transactions, report.diagnoses.len(), None),
         Ok(Err(e @ StratusError::UnfaithfulUndo { .. })) => return Err(e),
-        Ok(Err(e)) => (Vec::new(), Some(e.to_string())),
+        Ok(Err(e)) => (Vec::new(), 0, Some(e.to_string())),
         Err(_) => (
             Vec::new(),
+            0,
             Some(format!(
                 "timed out after {} s",
                 config.run_timeout.as_secs()
@@ -167,6 +170,7 @@ pub async fn run_scenario(
             .map(|t| t.outputs.len() + t.undo_steps)
             .sum(),
         transactions: transactions.len(),
+        no_plan: attempts.saturating_sub(transactions.len()),
         aborts: transactions
             .iter()
             .filter(|t| matches!(t.outcome, Outcome::Aborted { .. }))
@@ -216,6 +220,8 @@ pub struct BenchTotals {
     pub steps: usize,
     /// Transactions.
     pub transactions: usize,
+    /// Attempts with no transaction.
+    pub no_plan: usize,
     /// Aborts.
     pub aborts: usize,
     /// Visible crashed states.
@@ -242,6 +248,7 @@ impl AgentBenchReport {
                         mitigated: 0,
                         steps: 0,
                         transactions: 0,
+                        no_plan: 0,
                         aborts: 0,
                         visible_crashes: 0,
                         max_visible_ratio: 0.0,
@@ -254,6 +261,7 @@ impl AgentBenchReport {
             t.mitigated += usize::from(r.mitigated);
             t.steps += r.steps;
             t.transactions += r.transactions;
+            t.no_plan += r.no_plan;
             t.aborts += r.aborts;
             t.visible_crashes += r.visible_crashes;
             t.max_visible_ratio = t.max_visible_ratio.max(r.max_visible_ratio);
@@ -271,19 +279,20 @@ impl AgentBenchReport {
         );
         let _ = writeln!(
             s,
-            "| agents | mode | mitigated | steps | transactions | aborts | visible crashes | max visible mu / mu(s0) |"
+            "| agents | mode | mitigated | steps | transactions | attempts without a transaction | aborts | visible crashes | max visible mu / mu(s0) |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
         for t in self.totals() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} / {} | {} | {} | {} | {} | {:.2} |",
+                "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {:.2} |",
                 t.agents,
                 t.mode,
                 t.mitigated,
                 t.scenarios,
                 t.steps,
                 t.transactions,
+                t.no_plan,
                 t.aborts,
                 t.visible_crashes,
                 t.max_visible_ratio
@@ -292,19 +301,20 @@ impl AgentBenchReport {
         let _ = writeln!(s, "\nPer scenario:\n");
         let _ = writeln!(
             s,
-            "| scenario | agents | mode | mitigated | steps | transactions | aborts | visible crashes | max ratio | ended early |"
+            "| scenario | agents | mode | mitigated | steps | transactions | without a transaction | aborts | visible crashes | max ratio | ended early |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         for r in &self.runs {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} |",
                 r.scenario,
                 r.agents,
                 r.mode,
                 if r.mitigated { "yes" } else { "no" },
                 r.steps,
                 r.transactions,
+                r.no_plan,
                 r.aborts,
                 r.visible_crashes,
                 r.max_visible_ratio,

@@ -65,6 +65,16 @@ async fn get_json(env: &dyn ReadAccess, what: &str) -> Result<Value, StratusErro
     })
 }
 
+/// The strings of the JSON array at `pointer` (none when it is absent).
+fn strings_at(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str().map(String::from))
+        .collect()
+}
+
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
@@ -221,13 +231,7 @@ impl PolicyMitigator {
                     .and_then(|r| r.split(')').next())
                     .unwrap_or("");
                 let dep = get_json(env, &format!("deployment {name}")).await?;
-                let maps: Vec<String> = dep
-                    .pointer("/template/config_maps")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect();
+                let maps = strings_at(&dep, "/template/config_maps");
                 // The map that holds the key, else the first one mounted.
                 let mut target = maps.first().cloned().unwrap_or_default();
                 for m in &maps {
@@ -392,13 +396,7 @@ impl PolicyMitigator {
                     .then(|| backticked(&d.reason))
                     .flatten();
                 let dep = get_json(env, &format!("deployment {name}")).await?;
-                let mounted: Vec<String> = dep
-                    .pointer("/template/secrets")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect();
+                let mounted = strings_at(&dep, "/template/secrets");
                 let secrets = items(env, "secrets").await?;
                 let keys_of = |n: &str| {
                     secrets
