@@ -289,9 +289,15 @@ fn reachable(graph: &ServiceGraph, starts: &[&str]) -> Vec<String> {
     let mut seen: Vec<String> = starts.iter().map(|s| s.to_string()).collect();
     let mut i = 0;
     while i < seen.len() {
-        for c in graph.callees(&seen[i].clone()) {
-            if !seen.iter().any(|s| s == c) {
-                seen.push(c.to_string());
+        let next: Vec<String> = graph
+            .callees(&seen[i])
+            .into_iter()
+            .filter(|c| !seen.iter().any(|s| s == c))
+            .map(str::to_string)
+            .collect();
+        for c in next {
+            if !seen.contains(&c) {
+                seen.push(c);
             }
         }
         i += 1;

@@ -166,11 +166,33 @@ pub struct ConfigRule {
 }
 
 impl ConfigRule {
-    /// Whether `value` satisfies the rule (an invalid pattern accepts nothing).
+    /// Whether `value` satisfies the rule (an invalid pattern accepts nothing). The request
+    /// model asks this for every running pod on every health reading, so compiled patterns
+    /// are kept (at most [`MAX_CACHED_PATTERNS`]; past that the cache starts over).
     pub fn accepts(&self, value: &str) -> bool {
-        regex::Regex::new(&format!("^(?:{})$", self.pattern)).is_ok_and(|r| r.is_match(value))
+        static CACHE: std::sync::OnceLock<
+            std::sync::Mutex<BTreeMap<String, Option<regex::Regex>>>,
+        > = std::sync::OnceLock::new();
+        let compile = || regex::Regex::new(&format!("^(?:{})$", self.pattern)).ok();
+        let Ok(mut cache) = CACHE
+            .get_or_init(|| std::sync::Mutex::new(BTreeMap::new()))
+            .lock()
+        else {
+            return compile().is_some_and(|r| r.is_match(value));
+        };
+        if !cache.contains_key(&self.pattern) && cache.len() >= MAX_CACHED_PATTERNS {
+            cache.clear();
+        }
+        cache
+            .entry(self.pattern.clone())
+            .or_insert_with(compile)
+            .as_ref()
+            .is_some_and(|r| r.is_match(value))
     }
 }
+
+/// Most compiled config patterns kept by [`ConfigRule::accepts`].
+pub const MAX_CACHED_PATTERNS: usize = 1024;
 
 fn default_startup() -> u64 {
     10
