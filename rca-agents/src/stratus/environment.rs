@@ -178,6 +178,24 @@ pub trait Environment: Send + Sync {
         })
     }
 
+    /// The irreversible commands of a whole plan, as (command, what it would destroy). A
+    /// command can be harmless alone and irreversible after the ones before it (pods that no
+    /// node takes back once an earlier command used the room), so an environment that can
+    /// judge a plan as a whole should. The default asks [`Environment::irreversible`] of each
+    /// command on the current state.
+    async fn irreversible_plan(
+        &self,
+        commands: &[WriteCommand],
+    ) -> Result<Vec<(String, String)>, EnvError> {
+        let mut out = Vec::new();
+        for c in commands {
+            if let Some(reason) = self.irreversible(c).await? {
+                out.push((c.text().to_string(), reason));
+            }
+        }
+        Ok(out)
+    }
+
     /// Predicts the health after running `commands` against a copy of the state, without
     /// touching the real one; `None` when the environment cannot dry-run.
     async fn dry_run(&self, _commands: &[WriteCommand]) -> Result<Option<HealthReport>, EnvError> {

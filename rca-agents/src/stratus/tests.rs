@@ -184,6 +184,12 @@ impl Environment for Probe {
     async fn irreversible(&self, c: &WriteCommand) -> Result<Option<String>, EnvError> {
         self.inner.irreversible(c).await
     }
+    async fn irreversible_plan(
+        &self,
+        c: &[WriteCommand],
+    ) -> Result<Vec<(String, String)>, EnvError> {
+        self.inner.irreversible_plan(c).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

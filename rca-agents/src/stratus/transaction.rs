@@ -382,16 +382,7 @@ impl<E: Environment> Tnr<E> {
         // that becomes irreversible only inside the transaction is refused there.
         let mut approved: Vec<String> = Vec::new();
         if self.config.undo {
-            let irreversible = {
-                let guard = self.env.read().await;
-                let mut found = Vec::new();
-                for c in cmds {
-                    if let Some(reason) = guard.irreversible(c).await? {
-                        found.push((c.text().to_string(), reason));
-                    }
-                }
-                found
-            };
+            let irreversible = self.env.read().await.irreversible_plan(cmds).await?;
             if record.mu_pre.is_none() && !irreversible.is_empty() {
                 let guard = self.env.read().await;
                 record.mu_pre = mu_json(w.mu(&guard.observe().await?));
@@ -399,6 +390,19 @@ impl<E: Environment> Tnr<E> {
             for (text, reason) in irreversible {
                 if self.approve_irreversible(&record, &text, &reason).await {
                     approved.push(text);
+                } else {
+                    // Refused before anything runs: the state after it is s_pre.
+                    record.outcome = Outcome::Aborted {
+                        reason: AbortReason::Irreversible {
+                            command: text,
+                            reason,
+                        },
+                    };
+                    record.visible_mu = record.mu_pre;
+                    if let Ok(mut p) = self.paths.lock() {
+                        p.visible.push(record.visible_mu);
+                    }
+                    return Ok(record);
                 }
             }
         }

@@ -43,6 +43,76 @@ impl SimEnvironment {
         &self.cluster
     }
 
+    /// Runs `commands` on a copy, as a transaction would, and after each one checks what no
+    /// snapshot brings back: a stateful deployment's pod-local data lost, or (undoing the
+    /// commands so far and letting the copy converge) a system less healthy than before,
+    /// as when the pods a command replaced find no node to go back to. Returns the index of
+    /// the first command that makes the plan irreversible, and why.
+    pub async fn trial(
+        &self,
+        commands: &[WriteCommand],
+    ) -> Result<Option<(usize, String)>, EnvError> {
+        let w = SeverityWeights::default();
+        let mut original = self.clone();
+        original.cluster.settle(DRY_RUN_SETTLE_S);
+        let before = original.cluster.health();
+        let mut copy = self.clone();
+        let mut stack = Vec::new();
+        for (k, command) in commands.iter().enumerate() {
+            for r in copy.footprint(command).await? {
+                stack.push(copy.snapshot(&r).await?);
+            }
+            if copy.write_now(command).is_err() {
+                return Ok(None);
+            }
+            let lost: Vec<&str> = copy
+                .cluster
+                .deployments
+                .values()
+                .filter(|d| {
+                    d.data_lost
+                        && !self
+                            .cluster
+                            .deployments
+                            .get(&d.name)
+                            .is_some_and(|before| before.data_lost)
+                })
+                .map(|d| d.name.as_str())
+                .collect();
+            if !lost.is_empty() {
+                return Ok(Some((
+                    k,
+                    format!(
+                        "it deletes the pod-local data (emptyDir) of {}; no snapshot holds it",
+                        lost.join(", ")
+                    ),
+                )));
+            }
+            let mut undone = copy.clone();
+            for s in stack.iter().rev() {
+                undone.restore(s).await?;
+            }
+            undone.cluster.settle(DRY_RUN_SETTLE_S);
+            let after = undone.cluster.health();
+            if w.mu(&after) > w.mu(&before) {
+                let worse: Vec<&str> = after
+                    .unhealthy_components
+                    .iter()
+                    .filter(|c| !before.unhealthy_components.contains(c))
+                    .map(String::as_str)
+                    .collect();
+                return Ok(Some((
+                    k,
+                    format!(
+                        "undoing it would not bring back what it replaces (no node can take the pods back: {})",
+                        worse.join(", ")
+                    ),
+                )));
+            }
+        }
+        Ok(None)
+    }
+
     /// Lets simulated time pass until starting pods are ready (at most `max_wait_s`).
     pub fn settle_now(&mut self, max_wait_s: u64) {
         self.cluster.settle(max_wait_s);
@@ -243,60 +313,26 @@ impl Environment for SimEnvironment {
         Ok(())
     }
 
-    /// Exact, by trial on a copy: the write runs, then its footprint's snapshots are restored
-    /// and the copy converges. It is irreversible when a stateful deployment's pod-local data
-    /// was lost, or when the undone copy is less healthy than the original (pods it replaced
-    /// that no node can take back).
+    /// Exact, by trial on a copy ([`SimEnvironment::trial`]).
     async fn irreversible(&self, command: &WriteCommand) -> Result<Option<String>, EnvError> {
-        let mut snapshots = Vec::new();
-        for r in self.footprint(command).await? {
-            snapshots.push(self.snapshot(&r).await?);
-        }
-        let mut copy = self.clone();
-        if copy.write_now(command).is_err() {
-            return Ok(None);
-        }
-        let lost: Vec<&str> = copy
-            .cluster
-            .deployments
-            .values()
-            .filter(|d| {
-                d.data_lost
-                    && !self
-                        .cluster
-                        .deployments
-                        .get(&d.name)
-                        .is_some_and(|before| before.data_lost)
-            })
-            .map(|d| d.name.as_str())
-            .collect();
-        if !lost.is_empty() {
-            return Ok(Some(format!(
-                "it deletes the pod-local data (emptyDir) of {}; no snapshot holds it",
-                lost.join(", ")
-            )));
-        }
-        for s in snapshots.iter().rev() {
-            copy.restore(s).await?;
-        }
-        copy.cluster.settle(DRY_RUN_SETTLE_S);
-        let mut original = self.clone();
-        original.cluster.settle(DRY_RUN_SETTLE_S);
-        let (after, before) = (copy.cluster.health(), original.cluster.health());
-        let w = SeverityWeights::default();
-        if w.mu(&after) > w.mu(&before) {
-            let worse: Vec<&str> = after
-                .unhealthy_components
-                .iter()
-                .filter(|c| !before.unhealthy_components.contains(c))
-                .map(String::as_str)
-                .collect();
-            return Ok(Some(format!(
-                "undoing it would not bring back what it replaces (no node can take the pods back: {})",
-                worse.join(", ")
-            )));
-        }
-        Ok(None)
+        Ok(self
+            .trial(std::slice::from_ref(command))
+            .await?
+            .map(|(_, why)| why))
+    }
+
+    /// Exact, by trial on a copy: every prefix of the plan (a transaction can abort after any
+    /// command), undone, must leave the system as healthy as before.
+    async fn irreversible_plan(
+        &self,
+        commands: &[WriteCommand],
+    ) -> Result<Vec<(String, String)>, EnvError> {
+        Ok(self
+            .trial(commands)
+            .await?
+            .and_then(|(k, why)| commands.get(k).map(|c| (c.text().to_string(), why)))
+            .into_iter()
+            .collect())
     }
 
     async fn state_hash(&self) -> Result<u64, EnvError> {
