@@ -9,7 +9,9 @@ use rca_agents::orchestra::IncidentTelemetry;
 #[cfg(feature = "sql")]
 use rca_agents::orchestra::pipeline::service_graph;
 use rca_agents::orchestra::{DiagnosisPipeline, Onset, PipelineConfig, RoleModels};
-use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
+use rca_agents::report::{
+    ReportBundle, ReportTelemetry, ReportWindows, render_html, render_json, render_markdown,
+};
 use rca_tools::incident_dir::IncidentDir;
 
 use crate::config::Config;
@@ -192,12 +194,15 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     }
     progress.inc(1);
     progress.set_message("writing the trajectory and reports");
-    let bundle = ReportBundle {
-        incident: loaded.incident.clone(),
-        report: run.report.clone(),
-        trajectory: run.trajectory(),
-        service_graph: graph_edges,
-    };
+    let bundle = report_bundle(
+        &loaded,
+        run.report.clone(),
+        run.trajectory(),
+        graph_edges,
+        run.onset.map(|o| o.at()),
+        current_minutes,
+    )
+    .await;
     // Everything persisted or printed is redacted.
     let record = serde_json::json!({
         "format_version": TRAJECTORY_FORMAT_VERSION,
@@ -219,6 +224,37 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     outputs.print(&bundle, &redactor);
     eprintln!("trajectory saved to {}", saved.display());
     Ok(())
+}
+
+/// What a report shows of a diagnosis of `loaded`: the report, the trajectory and the service
+/// graph, plus what is drawn from the incident's telemetry over the windows the diagnosis
+/// compared (the current window from `onset`, else the incident's onset, else the last
+/// `current_minutes` before the detection time): the evidence chain's metrics and the slowest
+/// trace through the top candidate. `rca diagnose`, `rca react` and `rca flash` build their
+/// bundles here.
+pub(crate) async fn report_bundle(
+    loaded: &IncidentDir,
+    report: rca_core::DiagnosisReport,
+    trajectory: rca_core::trajectory::Trajectory,
+    service_graph: Vec<(String, String)>,
+    onset: Option<rca_core::Timestamp>,
+    current_minutes: i64,
+) -> ReportBundle {
+    let windows = ReportWindows::for_incident(
+        &loaded.incident,
+        onset,
+        current_minutes.max(1).saturating_mul(60_000),
+        loaded.baseline,
+    );
+    let telemetry = ReportTelemetry::gather(
+        &report,
+        windows,
+        Some(&loaded.metrics),
+        Some(&loaded.traces),
+    )
+    .await;
+    ReportBundle::new(loaded.incident.clone(), report, trajectory, service_graph)
+        .with_telemetry(telemetry)
 }
 
 /// Loads the configuration file, or the built-in defaults without one.

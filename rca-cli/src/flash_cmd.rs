@@ -15,12 +15,11 @@ use rca_agents::flash::{
     RulePolicy,
 };
 use rca_agents::orchestra::pipeline::service_graph;
-use rca_agents::report::ReportBundle;
 use rca_tools::incident_dir::IncidentDir;
 use rca_tools::tools::IncidentTools;
 use tokio::sync::{Mutex, mpsc};
 
-use crate::diagnose::{Outputs, TRAJECTORY_FORMAT_VERSION, load_config};
+use crate::diagnose::{Outputs, TRAJECTORY_FORMAT_VERSION, load_config, report_bundle};
 
 /// Arguments of `rca flash`.
 #[derive(Debug, Args)]
@@ -163,12 +162,15 @@ pub async fn run(args: FlashArgs) -> anyhow::Result<()> {
         "memory": run.memory,
         "report": run.report,
     });
-    let bundle = ReportBundle {
-        incident: loaded.incident.clone(),
-        report: run.report.clone(),
-        trajectory: run.trajectory.clone(),
-        service_graph: service_graph(&loaded),
-    };
+    let bundle = report_bundle(
+        &loaded,
+        run.report.clone(),
+        run.trajectory.clone(),
+        service_graph(&loaded),
+        None,
+        config.diagnosis.current_minutes,
+    )
+    .await;
     let outputs = Outputs {
         trajectory: args.trajectory.as_deref(),
         html: None,

@@ -14,12 +14,11 @@ use rca_agents::react::{
     ActionMode, Cancellation, ErrorRules, PlannedInvestigation, ReactAgent, ReactConfig,
     ReactEvent, RunObserver,
 };
-use rca_agents::report::ReportBundle;
 use rca_core::llm::ChatModel;
 use rca_tools::incident_dir::IncidentDir;
 use rca_tools::tools::{FULL_OUTPUT_CHARS, IncidentTools};
 
-use crate::diagnose::{Outputs, TRAJECTORY_FORMAT_VERSION, load_config};
+use crate::diagnose::{Outputs, TRAJECTORY_FORMAT_VERSION, load_config, report_bundle};
 
 /// Arguments of `rca react`.
 #[derive(Debug, Args)]
@@ -213,12 +212,15 @@ pub async fn run(args: ReactArgs) -> anyhow::Result<()> {
             saved.display()
         );
     };
-    let bundle = ReportBundle {
-        incident: loaded.incident.clone(),
+    let bundle = report_bundle(
+        &loaded,
         report,
-        trajectory: run.trajectory.clone(),
-        service_graph: service_graph(&loaded),
-    };
+        run.trajectory.clone(),
+        service_graph(&loaded),
+        None,
+        config.diagnosis.current_minutes,
+    )
+    .await;
     let saved = outputs.write(&bundle, record, &redactor)?;
     outputs.print(&bundle, &redactor);
     if let Some(sc) = &run.consistency {

@@ -101,9 +101,11 @@ fn architecture_doc_names_every_crate() {
 mod html_in_chromium {
     //! The HTML report opened in headless Chromium through ChromeDriver (WebDriver over HTTP):
     //! the root-cause node of the service graph and the evidence chain must be present and
-    //! visible in the rendered page.
+    //! visible in the rendered page, and on the bundled incident the metric charts, the trace
+    //! waterfall and the layered graph must be drawn with a size.
 
     use std::net::TcpListener;
+    use std::path::Path;
     use std::process::{Child, Command, Stdio};
     use std::time::Duration;
 
@@ -142,8 +144,8 @@ mod html_in_chromium {
             )
             .with_score(3.0),
         ];
-        ReportBundle {
-            incident: Incident {
+        ReportBundle::new(
+            Incident {
                 id: "html-check".into(),
                 title: "checkout <slow>".into(),
                 description: String::new(),
@@ -153,7 +155,7 @@ mod html_in_chromium {
                 topology: vec![],
                 onset: None,
             },
-            report: DiagnosisReport {
+            DiagnosisReport {
                 root_cause: "orders saturates its CPU".into(),
                 solution: "roll back orders".into(),
                 evidence,
@@ -176,16 +178,17 @@ mod html_in_chromium {
                 usage: Default::default(),
                 elapsed_ms: 3,
             },
-            trajectory: Trajectory::new(),
-            service_graph: vec![
+            Trajectory::new(),
+            vec![
                 ("frontend".into(), "orders".into()),
                 ("orders".into(), "payments".into()),
             ],
-        }
+        )
     }
 
-    #[tokio::test]
-    async fn root_cause_node_and_evidence_chain_are_visible() {
+    /// Opens `page` in headless Chromium and returns what `script` returns; `None` (the test
+    /// skips) when Chromium or ChromeDriver is missing and `RCA_REQUIRE_ALL` is unset.
+    async fn in_chromium(page: &Path, script: &str) -> Option<Value> {
         let (Some(chromium), Some(chromedriver)) = (
             find(&["/usr/bin/chromium", "/usr/bin/chromium-browser"]),
             find(&["/usr/bin/chromedriver"]),
@@ -196,12 +199,9 @@ mod html_in_chromium {
                 );
             }
             eprintln!("skipping: chromium or chromedriver not installed");
-            return;
+            return None;
         };
         let dir = tempfile::tempdir().unwrap();
-        let page = dir.path().join("report.html");
-        std::fs::write(&page, render_html(&bundle())).unwrap();
-
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -216,7 +216,10 @@ mod html_in_chromium {
                 .unwrap(),
         );
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
         let mut ready = false;
         for _ in 0..100 {
             if let Ok(r) = http.get(format!("{base}/status")).send().await
@@ -233,7 +236,8 @@ mod html_in_chromium {
             "binary": chromium,
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--no-first-run", "--disable-quic", format!("--user-data-dir={}", profile.display())]
+                     "--no-first-run", "--disable-quic", "--window-size=1280,1000",
+                     format!("--user-data-dir={}", profile.display())]
         }}}});
         let session: Value = http
             .post(format!("{base}/session"))
@@ -254,13 +258,36 @@ mod html_in_chromium {
             .send()
             .await
             .unwrap();
-        let script = r#"
-            const visible = (el) => {
-                if (!el) return false;
-                const r = el.getBoundingClientRect();
-                const s = getComputedStyle(el);
-                return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity) > 0;
-            };
+        let out: Value = http
+            .post(format!("{base}/session/{id}/execute/sync"))
+            .json(&json!({"script": script, "args": []}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let _ = http.delete(format!("{base}/session/{id}")).send().await;
+        Some(out["value"].clone())
+    }
+
+    /// A page-side helper: whether an element is rendered with a size.
+    const VISIBLE: &str = r#"
+        const visible = (el) => {
+            if (!el) return false;
+            const r = el.getBoundingClientRect();
+            const s = getComputedStyle(el);
+            return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity) > 0;
+        };"#;
+
+    #[tokio::test]
+    async fn root_cause_node_and_evidence_chain_are_visible() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = dir.path().join("report.html");
+        std::fs::write(&page, render_html(&bundle())).unwrap();
+        let script = format!(
+            "{VISIBLE}{}",
+            r#"
             const root = document.querySelector('#service-graph g.root-cause');
             const rect = root ? root.querySelector('rect') : null;
             return {
@@ -272,19 +299,12 @@ mod html_in_chromium {
                 chain_visible: visible(document.querySelector('#evidence-chain')),
                 chain_rows: Array.from(document.querySelectorAll('#evidence-chain tr.evidence')).filter(visible).length,
                 root_cause: document.querySelector('#root-cause').textContent,
-            };"#;
-        let out: Value = http
-            .post(format!("{base}/session/{id}/execute/sync"))
-            .json(&json!({"script": script, "args": []}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let _ = http.delete(format!("{base}/session/{id}")).send().await;
-        let v = &out["value"];
-        assert_eq!(v["title"], "Diagnosis: checkout <slow>", "{out}");
+            };"#
+        );
+        let Some(v) = in_chromium(&page, &script).await else {
+            return;
+        };
+        assert_eq!(v["title"], "Diagnosis: checkout <slow>", "{v}");
         assert_eq!(v["root_id"], "node-orders");
         assert_eq!(v["roots"], 1);
         assert_eq!(v["root_visible"], true);
@@ -293,7 +313,130 @@ mod html_in_chromium {
         assert_eq!(v["chain_rows"], 2);
         assert_eq!(v["root_cause"], "orders saturates its CPU");
     }
+
+    /// The README's incident, diagnosed by the `rca` binary, drawn by Chromium: every metric
+    /// of the evidence chain has a chart with both windows and the onset, the slowest trace of
+    /// the top candidate is a waterfall with the candidate's spans, and the service graph is
+    /// laid out in layers with the root cause visible and every node named on hover.
+    #[tokio::test]
+    async fn the_bundled_incident_report_draws_its_charts() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = dir.path().join("report.html");
+        let out = super::rca()
+            .current_dir(super::repo_root())
+            .args([
+                "diagnose",
+                "examples/incidents/trainticket-cpu",
+                "--json",
+                "--trajectory",
+            ])
+            .arg(dir.path().join("trajectory.json"))
+            .arg("--html")
+            .arg(&page)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let top = report["candidates"][0]["component"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let metric_evidence = report["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                e["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("metric_shift:"))
+            })
+            .count();
+        assert!(metric_evidence > 0, "{report}");
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(!html.contains("<script"));
+
+        let script = format!(
+            "{VISIBLE}{}",
+            r#"
+            const size = (el) => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
+            const charts = Array.from(document.querySelectorAll('#metric-charts svg.metric-chart'));
+            const waterfall = document.querySelector('#trace-waterfall');
+            const graph = document.querySelector('#service-graph');
+            const root = document.querySelector('#service-graph g.root-cause');
+            const nodes = Array.from(document.querySelectorAll('#service-graph g.node'));
+            const xs = new Set(nodes.map(n => Math.round(n.querySelector('rect').getBBox().x)));
+            return {
+                charts: charts.map(c => ({
+                    component: c.dataset.component,
+                    metric: c.dataset.metric,
+                    size: size(c),
+                    visible: visible(c),
+                    baseline_points: (c.querySelector('polyline.series.baseline')?.points.numberOfItems) || 0,
+                    current_points: (c.querySelector('polyline.series.current')?.points.numberOfItems) || 0,
+                    current_line: c.querySelector('polyline.series.current') ? size(c.querySelector('polyline.series.current')) : [0, 0],
+                    onset: visible(c.querySelector('g.onset')) && c.querySelector('g.onset line').getBoundingClientRect().height > 0,
+                    median: !!c.querySelector('line.baseline-median'),
+                })),
+                waterfall_size: waterfall ? size(waterfall) : [0, 0],
+                spans: waterfall ? waterfall.querySelectorAll('g.span').length : 0,
+                candidate_spans: waterfall ? Array.from(waterfall.querySelectorAll('g.span.root-cause rect')).filter(visible).length : 0,
+                slowest: waterfall ? visible(waterfall.querySelector('g.span.slowest rect')) : false,
+                graph_size: graph ? size(graph) : [0, 0],
+                root_title: root ? root.querySelector('title').textContent : null,
+                root_visible: root ? visible(root.querySelector('rect')) : false,
+                nodes: nodes.length,
+                untitled_nodes: nodes.filter(n => !n.querySelector('title')).length,
+                layers: xs.size,
+                edges: document.querySelectorAll('#service-graph path.edge').length,
+                page_width: document.documentElement.scrollWidth,
+                viewport: window.innerWidth,
+            };"#
+        );
+        let Some(v) = in_chromium(&page, &script).await else {
+            return;
+        };
+        let charts = v["charts"].as_array().unwrap();
+        assert!(!charts.is_empty(), "{v}");
+        assert!(charts.len() <= metric_evidence, "{v}");
+        for c in charts {
+            assert_eq!(c["visible"], true, "{c}");
+            assert!(c["size"][0].as_f64().unwrap() > 200.0, "{c}");
+            assert!(c["size"][1].as_f64().unwrap() > 80.0, "{c}");
+            assert!(c["baseline_points"].as_u64().unwrap() > 10, "{c}");
+            assert!(c["current_points"].as_u64().unwrap() >= 2, "{c}");
+            assert!(c["current_line"][0].as_f64().unwrap() > 0.0, "{c}");
+            assert_eq!(c["onset"], true, "the onset is marked: {c}");
+            assert_eq!(c["median"], true, "{c}");
+        }
+        // The charts are of the top candidate's metrics first.
+        assert_eq!(charts[0]["component"], top.as_str(), "{v}");
+        assert!(v["waterfall_size"][0].as_f64().unwrap() > 200.0, "{v}");
+        assert!(v["waterfall_size"][1].as_f64().unwrap() > 40.0, "{v}");
+        assert!(v["spans"].as_u64().unwrap() >= 2, "{v}");
+        assert!(v["candidate_spans"].as_u64().unwrap() >= 1, "{v}");
+        assert_eq!(v["slowest"], true, "{v}");
+        assert!(v["graph_size"][0].as_f64().unwrap() > 200.0, "{v}");
+        assert_eq!(v["root_visible"], true, "{v}");
+        assert!(
+            v["root_title"].as_str().unwrap().starts_with(top.as_str()),
+            "the root-cause node is named in full on hover: {v}"
+        );
+        assert!(v["nodes"].as_u64().unwrap() > 10, "{v}");
+        assert_eq!(v["untitled_nodes"], 0, "{v}");
+        assert!(v["layers"].as_u64().unwrap() >= 3, "{v}");
+        assert!(v["edges"].as_u64().unwrap() > 10, "{v}");
+        // Nothing forces the page wider than the window.
+        assert!(
+            v["page_width"].as_f64().unwrap() <= v["viewport"].as_f64().unwrap(),
+            "{v}"
+        );
+    }
 }
+
 
 /// The README's first command: diagnose the bundled incident with no model and no network.
 #[test]

@@ -1,181 +1,42 @@
-//! A self-contained HTML report: no scripts, no external resources, inline CSS and SVG.
+//! A self-contained HTML report: no scripts, no external resources, inline CSS and SVG. It
+//! shows the summary, the service graph, the ranked candidates, the evidence chain with a chart
+//! of each of its metrics, the slowest trace through the top candidate and the timeline.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write;
 
 use super::ReportBundle;
+use super::charts::render_charts;
+use super::graph::render_graph;
+use super::svg::esc;
+use super::waterfall::render_waterfall;
 
-/// Escapes text for HTML element content and attribute values.
-fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-/// A stable id for a node: `node-` plus the name with everything but ASCII letters, digits,
-/// `-` and `_` replaced by `_`.
-pub fn node_id(name: &str) -> String {
-    let mut id = String::from("node-");
-    id.extend(name.chars().map(|c| {
-        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-            c
-        } else {
-            '_'
-        }
-    }));
-    id
-}
-
-/// Node positions of the service graph: callers left of callees, by breadth-first depth from
-/// the nodes nobody calls.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GraphLayout {
-    /// Node name -> (x, y) centre.
-    pub positions: BTreeMap<String, (f64, f64)>,
-    /// Width of the drawing.
-    pub width: f64,
-    /// Height of the drawing.
-    pub height: f64,
-}
-
-impl GraphLayout {
-    /// Lays out the graph of `edges` plus any `extra` nodes.
-    pub fn new(edges: &[(String, String)], extra: &[String]) -> Self {
-        let mut nodes: BTreeSet<String> = extra.iter().cloned().collect();
-        let mut callees: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let mut called: BTreeSet<&str> = BTreeSet::new();
-        for (a, b) in edges {
-            nodes.insert(a.clone());
-            nodes.insert(b.clone());
-            callees.entry(a).or_default().push(b);
-            called.insert(b);
-        }
-        let mut depth: BTreeMap<String, usize> = BTreeMap::new();
-        let mut queue: VecDeque<(String, usize)> = nodes
-            .iter()
-            .filter(|n| !called.contains(n.as_str()))
-            .map(|n| (n.clone(), 0))
-            .collect();
-        loop {
-            while let Some((n, d)) = queue.pop_front() {
-                if depth.contains_key(&n) {
-                    continue;
-                }
-                depth.insert(n.clone(), d);
-                for c in callees.get(n.as_str()).into_iter().flatten() {
-                    if !depth.contains_key(*c) {
-                        queue.push_back(((*c).to_string(), d + 1));
-                    }
-                }
-            }
-            // Nodes only reachable through a cycle: start from the first one left.
-            match nodes.iter().find(|n| !depth.contains_key(*n)) {
-                Some(n) => queue.push_back((n.clone(), 0)),
-                None => break,
-            }
-        }
-        let mut layers: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        for (n, d) in &depth {
-            layers.entry(*d).or_default().push(n.clone());
-        }
-        let (dx, dy, margin) = (200.0, 64.0, 90.0);
-        let mut positions = BTreeMap::new();
-        let mut tallest = 1usize;
-        for (d, names) in &layers {
-            tallest = tallest.max(names.len());
-            for (i, n) in names.iter().enumerate() {
-                positions.insert(n.clone(), (margin + *d as f64 * dx, 40.0 + i as f64 * dy));
-            }
-        }
-        let width = margin * 2.0 + layers.len().saturating_sub(1) as f64 * dx;
-        let height = 80.0 + tallest.saturating_sub(1) as f64 * dy;
-        GraphLayout {
-            positions,
-            width,
-            height,
-        }
-    }
-}
-
-fn svg_graph(bundle: &ReportBundle) -> String {
-    let r = &bundle.report;
-    let root = r.candidates.first().map(|c| c.component.as_str());
-    let suspects: BTreeSet<&str> = r
-        .candidates
-        .iter()
-        .skip(1)
-        .map(|c| c.component.as_str())
-        .collect();
-    let extra: Vec<String> = r.candidates.iter().map(|c| c.component.clone()).collect();
-    let layout = GraphLayout::new(&bundle.service_graph, &extra);
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg id="service-graph" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="service graph">"#,
-        w = layout.width,
-        h = layout.height
-    );
-    svg.push_str(r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#888"/></marker></defs>"##);
-    for (a, b) in &bundle.service_graph {
-        if let (Some(p), Some(q)) = (layout.positions.get(a), layout.positions.get(b)) {
-            let _ = write!(
-                svg,
-                r##"<line class="edge" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#888" marker-end="url(#arrow)"/>"##,
-                p.0 + 70.0,
-                p.1,
-                q.0 - 70.0,
-                q.1
-            );
-        }
-    }
-    for (name, (x, y)) in &layout.positions {
-        let class = if Some(name.as_str()) == root {
-            "node root-cause"
-        } else if suspects.contains(name.as_str()) {
-            "node suspect"
-        } else {
-            "node"
-        };
-        let _ = write!(
-            svg,
-            r#"<g id="{id}" class="{class}"><title>{name}</title><rect x="{rx:.1}" y="{ry:.1}" width="140" height="34" rx="8"/><text x="{x:.1}" y="{ty:.1}" text-anchor="middle">{label}</text></g>"#,
-            id = esc(&node_id(name)),
-            name = esc(name),
-            rx = x - 70.0,
-            ry = y - 17.0,
-            ty = y + 5.0,
-            label = esc(&shorten(name, 20)),
-        );
-    }
-    svg.push_str("</svg>");
-    svg
-}
-
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_string()
-    } else {
-        let head: String = text.chars().take(max.saturating_sub(1)).collect();
-        format!("{head}…")
-    }
-}
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;color:#222;max-width:72rem}\
-h1{font-size:1.5rem}table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}\
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;padding:0 1.5rem;color:#222;max-width:80rem}\
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}\
 td,th{border:1px solid #ccc;padding:.3rem .5rem;text-align:left;vertical-align:top}\
 th{background:#f3f3f3}.summary{background:#fff6f0;border-left:4px solid #d9480f;padding:.75rem 1rem}\
-.node rect{fill:#eef;stroke:#557}.node.suspect rect{fill:#fff3bf;stroke:#e67700}\
-.node.root-cause rect{fill:#ffc9c9;stroke:#c92a2a;stroke-width:3}.node text{font-size:12px}\
-ol.timeline li{margin:.3rem 0}.error{color:#c92a2a}";
+svg{max-width:100%;height:auto;font-family:system-ui,sans-serif}\
+.graph{overflow-x:auto}.edge{fill:none;stroke:#adb5bd;stroke-width:1.2}.edge.root-edge{stroke:#c92a2a;stroke-width:1.8}\
+.node rect{fill:#edf2ff;stroke:#5c7cfa}.node text{font-size:11px}\
+.node.suspect rect{fill:#fff9db;stroke:#fcc419}\
+.node.rank-2 rect,.swatch.rank-2{fill:#ffd8a8;stroke:#e8590c;background:#ffd8a8;border-color:#e8590c}\
+.node.rank-3 rect,.swatch.rank-3{fill:#ffe8cc;stroke:#f76707;background:#ffe8cc;border-color:#f76707}\
+.node.rank-4 rect,.swatch.rank-4{fill:#fff3bf;stroke:#f59f00;background:#fff3bf;border-color:#f59f00}\
+.node.rank-5 rect,.swatch.rank-5{fill:#fff9db;stroke:#fcc419;background:#fff9db;border-color:#fcc419}\
+.node.root-cause rect{fill:#ffc9c9;stroke:#c92a2a;stroke-width:3}.swatch.root-cause{background:#ffc9c9;border-color:#c92a2a}\
+.node circle.rank{fill:#fff;stroke:#495057}.node text.rank{font-size:10px;font-weight:bold}\
+.legend{font-size:.85rem;color:#495057}.swatch{display:inline-block;width:.9em;height:.9em;border:2px solid;border-radius:3px;margin:0 .25em -.15em .5em}\
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(30rem,1fr));gap:1rem 1.5rem}\
+figure.chart{margin:0}figcaption{font-size:.85rem;margin-bottom:.25rem;overflow-wrap:anywhere}\
+.metric-chart{width:100%}.baseline-window{fill:#f1f3f5}.current-window{fill:#fff0f0}\
+.grid{stroke:#dee2e6;stroke-width:1}.axis{stroke:#495057}.window-split{stroke:#868e96;stroke-dasharray:2 2}\
+.tick,.note,.window-label{font-size:10px;fill:#495057}.window-label.current{fill:#c92a2a}\
+.series{fill:none;stroke-width:1.6}.series.baseline{stroke:#495057}.series.current{stroke:#c92a2a;stroke-width:2.2}\
+circle.series{fill:#c92a2a}.baseline-median{stroke:#1c7ed6;stroke-dasharray:5 3}\
+.onset line{stroke:#c92a2a;stroke-width:1.5;stroke-dasharray:4 2}.onset text{font-size:10px;fill:#c92a2a;font-weight:bold}\
+#trace-waterfall{width:100%}.span rect{fill:#91a7ff}.span.root-cause rect{fill:#e03131}\
+.span.slowest rect{stroke:#5c0011;stroke-width:2}.span .span-label{font-size:11px;fill:#212529}\
+.span.root-cause .span-label{font-weight:bold}.span rect.error-hatch{fill:url(#hatch);stroke:none}\
+ol.timeline li{margin:.3rem 0}.error{color:#c92a2a}.muted{color:#868e96}";
 
 /// Renders the bundle as one self-contained HTML page.
 pub fn render_html(bundle: &ReportBundle) -> String {
@@ -183,7 +44,7 @@ pub fn render_html(bundle: &ReportBundle) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Diagnosis: {}</title><style>{STYLE}</style></head><body>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>Diagnosis: {}</title><style>{STYLE}</style></head><body>",
         esc(&bundle.incident.title)
     );
     let _ = write!(
@@ -201,8 +62,9 @@ pub fn render_html(bundle: &ReportBundle) -> String {
         esc(&r.responsibility.to_string()),
         r.confidence
     );
-    h.push_str("<h2>Service graph</h2>");
-    h.push_str(&svg_graph(bundle));
+    h.push_str("<h2>Service graph</h2><div class=\"graph\">");
+    h.push_str(&render_graph(bundle));
+    h.push_str("</div>");
     if !r.candidates.is_empty() {
         h.push_str("<h2>Ranked candidates</h2><table id=\"candidates\"><tr><th>rank</th><th>component</th><th>fault type</th><th>onset</th><th>score</th></tr>");
         for (i, c) in r.candidates.iter().enumerate() {
@@ -230,7 +92,25 @@ pub fn render_html(bundle: &ReportBundle) -> String {
             e.score
         );
     }
-    h.push_str("</table><h2>Timeline</h2><ol id=\"timeline\" class=\"timeline\">");
+    h.push_str("</table>");
+    if !bundle.metric_charts.is_empty() {
+        h.push_str("<h2>Metrics of the evidence chain</h2><p class=\"legend\">Each metric over the baseline (grey, left part of the time axis) and the current window (red, right part; the two parts have their own time scales), with the baseline's median dashed and the onset marked.</p><section id=\"metric-charts\" class=\"charts\">");
+        h.push_str(&render_charts(&bundle.metric_charts));
+        h.push_str("</section>");
+    }
+    if let Some(w) = &bundle.slowest_trace {
+        let _ = write!(
+            h,
+            "<h2>Slowest trace through {}</h2><p class=\"legend\">Trace <code>{}</code>: the trace of the candidate&#39;s longest span in the current window. Its spans are red, the slowest outlined; {} of the trace&#39;s {} spans are drawn (the path to the slowest span, then the longest).</p><div class=\"waterfall\">",
+            esc(&w.component),
+            esc(&w.trace_id),
+            w.spans.len().min(super::telemetry::MAX_WATERFALL_SPANS),
+            w.total_spans
+        );
+        h.push_str(&render_waterfall(w));
+        h.push_str("</div>");
+    }
+    h.push_str("<h2>Timeline</h2><ol id=\"timeline\" class=\"timeline\">");
     for s in &bundle.trajectory.steps {
         let action = s.action.as_ref().map(|a| a.name.as_str()).unwrap_or("-");
         let _ = write!(h, "<li><strong>{}</strong>", esc(action));
@@ -251,7 +131,7 @@ pub fn render_html(bundle: &ReportBundle) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::bundle;
+    use super::super::fixtures::{bundle, bundle_with_telemetry};
     use super::*;
 
     #[test]
@@ -261,24 +141,27 @@ mod tests {
         assert!(html.contains("cpu 4.1x baseline &lt;high&gt;"));
         assert!(!html.contains("<high>"));
         assert!(html.contains(r#"<g id="node-orders" class="node root-cause">"#));
-        assert!(html.contains(r#"<g id="node-payments" class="node suspect">"#));
+        assert!(html.contains(r#"<g id="node-payments" class="node suspect rank-2">"#));
         assert_eq!(html.matches("class=\"evidence\"").count(), 2);
         assert!(!html.contains("<script"));
+        // No telemetry, no empty sections.
+        assert!(
+            !html.contains(r#"id="metric-charts""#) && !html.contains(r#"id="trace-waterfall""#)
+        );
     }
 
     #[test]
-    fn layout_puts_callers_left_and_survives_cycles() {
-        let edges = vec![
-            ("a".to_string(), "b".to_string()),
-            ("b".to_string(), "c".to_string()),
-            ("x".to_string(), "y".to_string()),
-            ("y".to_string(), "x".to_string()),
-        ];
-        let l = GraphLayout::new(&edges, &["lonely".to_string()]);
-        assert_eq!(l.positions.len(), 6);
-        assert!(l.positions["a"].0 < l.positions["b"].0);
-        assert!(l.positions["b"].0 < l.positions["c"].0);
-        assert!(l.width > 0.0 && l.height > 0.0);
-        assert_eq!(node_id("ts/a b"), "node-ts_a_b");
+    fn html_draws_the_charts_and_the_waterfall() {
+        let html = render_html(&bundle_with_telemetry());
+        assert!(html.contains(r#"<section id="metric-charts""#));
+        assert_eq!(html.matches(r#"class="metric-chart""#).count(), 1);
+        assert!(html.contains(r#"<svg id="trace-waterfall""#));
+        assert!(html.contains(r#"<g class="span root-cause slowest">"#));
+        // Self-contained: no script, no link, no remote URL (the SVG namespace is a name).
+        assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("src="));
+        assert_eq!(
+            html.matches("http").count(),
+            html.matches("http://www.w3.org/2000/svg").count()
+        );
     }
 }

@@ -1,16 +1,36 @@
 //! Reports people read: Markdown for terminals and tickets, JSON with a published schema for
 //! machines, and a self-contained HTML page with the trajectory timeline, the evidence chain
-//! and the service graph with the suspected root cause highlighted.
+//! (each of its metrics charted against the baseline, the onset marked), the slowest trace
+//! through the top candidate as a waterfall, and the service graph laid out in layers by call
+//! depth with the candidates coloured by rank.
+//!
+//! Module map: `html` (the page), `graph` (the service graph's SVG), `layout` (its layered
+//! layout), `charts` (metric charts), `waterfall` (the trace), `telemetry` (what a bundle
+//! gathers from the incident's data sources, bounded), `svg` (escaping and labels),
+//! `markdown`.
 
+mod charts;
+mod graph;
 mod html;
+mod layout;
 mod markdown;
+mod svg;
+mod telemetry;
+mod waterfall;
 
 use rca_core::trajectory::Trajectory;
 use rca_core::{DiagnosisReport, Incident};
 use serde::{Deserialize, Serialize};
 
-pub use html::{GraphLayout, render_html};
+pub use graph::{MAX_GRAPH_NODES, RANKED_COLOURS};
+pub use html::render_html;
+pub use layout::{EdgeRoute, GraphLayout};
 pub use markdown::render_markdown;
+pub use telemetry::{
+    MAX_BASELINE_POINTS, MAX_CHARTS, MAX_CURRENT_POINTS, MAX_NAME_CHARS, MAX_TRACE_SPANS,
+    MAX_WATERFALL_SPANS, MetricChart, ReportTelemetry, ReportWindows, TraceWaterfall,
+    WaterfallSpan, downsample, evidence_metrics, waterfall_spans,
+};
 
 /// Everything a rendered report shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +44,39 @@ pub struct ReportBundle {
     /// Caller -> callee edges of the service graph (from the incident's topology or traces).
     #[serde(default)]
     pub service_graph: Vec<(String, String)>,
+    /// The evidence chain's metrics over the baseline and the current window (empty when the
+    /// bundle was built without telemetry; older bundles have none).
+    #[serde(default)]
+    pub metric_charts: Vec<MetricChart>,
+    /// The slowest trace through the top candidate, when there are spans of it.
+    #[serde(default)]
+    pub slowest_trace: Option<TraceWaterfall>,
+}
+
+impl ReportBundle {
+    /// A bundle without telemetry drawings.
+    pub fn new(
+        incident: Incident,
+        report: DiagnosisReport,
+        trajectory: Trajectory,
+        service_graph: Vec<(String, String)>,
+    ) -> Self {
+        ReportBundle {
+            incident,
+            report,
+            trajectory,
+            service_graph,
+            metric_charts: Vec::new(),
+            slowest_trace: None,
+        }
+    }
+
+    /// The bundle with what [`ReportTelemetry::gather`] read.
+    pub fn with_telemetry(mut self, telemetry: ReportTelemetry) -> Self {
+        self.metric_charts = telemetry.metric_charts;
+        self.slowest_trace = telemetry.slowest_trace;
+        self
+    }
 }
 
 /// The JSON schema of [`DiagnosisReport`], as published in `docs/report.schema.json`.
@@ -83,8 +136,8 @@ pub(crate) mod fixtures {
             ..Default::default()
         });
         trajectory.outcome = Outcome::Finalized;
-        ReportBundle {
-            incident: Incident {
+        ReportBundle::new(
+            Incident {
                 id: "inc-1".into(),
                 title: "checkout latency & errors".into(),
                 description: "p99 above 3 s".into(),
@@ -94,7 +147,7 @@ pub(crate) mod fixtures {
                 topology: Vec::new(),
                 onset: None,
             },
-            report: DiagnosisReport {
+            DiagnosisReport {
                 root_cause: "orders is the most likely root cause".into(),
                 solution: "roll back orders".into(),
                 evidence,
@@ -118,12 +171,59 @@ pub(crate) mod fixtures {
                 elapsed_ms: 40,
             },
             trajectory,
-            service_graph: vec![
+            vec![
                 ("frontend".into(), "orders".into()),
                 ("orders".into(), "payments".into()),
                 ("frontend".into(), "catalog".into()),
             ],
-        }
+        )
+    }
+
+    /// [`bundle`] with a chart of the orders' cpu and a trace through orders.
+    pub fn bundle_with_telemetry() -> ReportBundle {
+        let b = bundle();
+        let t0 = b.incident.window.start;
+        let windows = ReportWindows {
+            baseline: TimeRange::new(t0, t0.offset_millis(90_000)),
+            current: TimeRange::new(t0.offset_millis(90_000), b.incident.detected_at),
+            onset: Some(t0.offset_millis(90_000)),
+        };
+        let points = (0..12)
+            .map(|i| (t0.offset_millis(i * 10_000), if i >= 9 { 4.1 } else { 1.0 }))
+            .collect();
+        let span = |id: &str, parent: Option<&str>, component: &str, at: i64, us: u64, depth| {
+            WaterfallSpan {
+                span_id: id.into(),
+                parent_id: parent.map(str::to_string),
+                component: component.into(),
+                operation: format!("op {id}"),
+                start: t0.offset_millis(100_000 + at),
+                duration_us: us,
+                error: false,
+                depth,
+            }
+        };
+        b.with_telemetry(ReportTelemetry {
+            metric_charts: vec![MetricChart {
+                component: "orders".into(),
+                metric: "cpu".into(),
+                finding: "cpu 4.1x baseline <high>".into(),
+                windows,
+                points,
+                baseline_median: Some(1.0),
+            }],
+            slowest_trace: Some(TraceWaterfall {
+                trace_id: "t1".into(),
+                component: "orders".into(),
+                slowest_span: "b".into(),
+                spans: vec![
+                    span("a", None, "frontend", 0, 900_000, 0),
+                    span("b", Some("a"), "orders", 5, 800_000, 1),
+                    span("c", Some("b"), "payments", 10, 90_000, 2),
+                ],
+                total_spans: 3,
+            }),
+        })
     }
 }
 
@@ -147,6 +247,20 @@ mod tests {
         let json = render_json(&fixtures::bundle().report);
         let back: DiagnosisReport = serde_json::from_str(&json).unwrap();
         assert_eq!(back, fixtures::bundle().report);
+    }
+
+    #[test]
+    fn old_bundles_without_telemetry_still_load() {
+        let full = fixtures::bundle_with_telemetry();
+        let mut json = serde_json::to_value(&full).unwrap();
+        let back: ReportBundle = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, full);
+        let obj = json.as_object_mut().unwrap();
+        obj.remove("metric_charts");
+        obj.remove("slowest_trace");
+        let old: ReportBundle = serde_json::from_value(json).unwrap();
+        assert!(old.metric_charts.is_empty() && old.slowest_trace.is_none());
+        assert_eq!(old.report, full.report);
     }
 
     #[test]
