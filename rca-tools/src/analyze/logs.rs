@@ -202,7 +202,8 @@ impl LogAnalyzer {
                     component: component.to_string(),
                     signal: Signal::ErrorBurst,
                     summary: format!(
-                        "{component} wrote {ec} error lines of {nb} in the current window where                          the baseline share predicts {} (z {})",
+                        "{component} wrote {ec} error lines of {nb} in the current window where the \
+                         baseline share predicts {} (z {})",
                         fmt_num(expected),
                         fmt_num(z)
                     ),

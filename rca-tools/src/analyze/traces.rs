@@ -260,20 +260,23 @@ impl TraceAnalyzer {
                 .entry(key)
                 .or_default()
                 .push(cur, s.duration_us as f64, s.start);
+            // An error of its own: the span failed and none of its children did. A caller
+            // that fails because a callee failed passes the error on; it is the callee's.
+            let own_error = s.error && !children[i].iter().any(|c| spans[*c].error);
             let t = ops.entry(key).or_default();
             let ct = comp_total.entry(s.component.as_str()).or_default();
             let ev = events.entry(s.component.as_str()).or_default();
             let op_ev = ev.entry(format!("operation {}", s.operation)).or_default();
             if cur {
                 t.cur += 1;
-                t.cur_err += usize::from(s.error);
+                t.cur_err += usize::from(own_error);
                 t.first = Some(t.first.map_or(s.start, |f| f.min(s.start)));
                 ct.1 += 1;
                 op_ev.cur += 1;
                 op_ev.first = Some(op_ev.first.map_or(s.start, |f| f.min(s.start)));
             } else {
                 t.base += 1;
-                t.base_err += usize::from(s.error);
+                t.base_err += usize::from(own_error);
                 ct.0 += 1;
                 op_ev.base += 1;
             }
@@ -385,8 +388,8 @@ impl TraceAnalyzer {
                         operation: operation.to_string(),
                     },
                     summary: format!(
-                        "{operation} of {component} failed {}/{} times vs {}/{} in the baseline \
-                         (z {})",
+                        "{operation} of {component} failed {}/{} times with none of its callees \
+                         failing, vs {}/{} in the baseline (z {})",
                         t.cur_err,
                         t.cur,
                         t.base_err,
