@@ -17,6 +17,8 @@ mod lifecycle;
 mod logs_cmd;
 mod mitigate;
 mod numbers;
+#[cfg(feature = "otlp")]
+mod otlp_cmd;
 mod progress;
 mod react_cmd;
 
@@ -64,6 +66,10 @@ enum Command {
     /// Tool-lifecycle benchmark: warm runs (reused tools) against cold runs.
     #[cfg(feature = "sql")]
     LifecycleBench(lifecycle::BenchArgs),
+    /// OpenTelemetry in: receive OTLP/HTTP exports into an incident directory.
+    #[cfg(feature = "otlp")]
+    #[command(subcommand)]
+    Otlp(otlp_cmd::OtlpCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -89,6 +95,8 @@ fn main() -> anyhow::Result<()> {
         Command::LifecycleBench(args) => lifecycle::bench(args),
         #[cfg(feature = "sql")]
         Command::Tools(command) => run_async(generated_tools::run(command)),
+        #[cfg(feature = "otlp")]
+        Command::Otlp(command) => run_async(otlp_cmd::run(command)),
     }
 }
 

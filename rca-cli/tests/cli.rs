@@ -437,6 +437,9 @@ mod html_in_chromium {
     }
 }
 
+#[cfg(feature = "otlp")]
+#[path = "cli/otlp.rs"]
+mod otlp;
 
 /// The README's first command: diagnose the bundled incident with no model and no network.
 #[test]

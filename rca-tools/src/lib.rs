@@ -16,6 +16,8 @@ pub mod files;
 pub mod incident_dir;
 pub mod lifecycle;
 pub mod logs;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "prometheus")]

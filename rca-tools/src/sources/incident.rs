@@ -428,42 +428,79 @@ fn create(path: &Path) -> Result<Box<dyn Write>, SourceError> {
     }
 }
 
+/// One log record as the JSON line [`write_logs_jsonl`] writes (`timestamp`, `component`,
+/// `level`, `message`, then the attributes that do not clash with those).
+pub fn log_json_line(r: &LogRecord) -> String {
+    let mut obj = serde_json::Map::new();
+    obj.insert("timestamp".into(), r.timestamp.to_string().into());
+    obj.insert("component".into(), r.component.clone().into());
+    if let Some(l) = r.level {
+        obj.insert("level".into(), l.to_string().into());
+    }
+    obj.insert("message".into(), r.message.clone().into());
+    for (k, v) in &r.attributes {
+        obj.entry(k.clone()).or_insert_with(|| v.clone().into());
+    }
+    serde_json::Value::Object(obj).to_string()
+}
+
 /// Writes logs as JSON lines (`timestamp`, `component`, `level`, `message`, attributes).
 pub fn write_logs_jsonl(path: &Path, records: &[LogRecord]) -> Result<(), SourceError> {
     let mut w = create(path)?;
     for r in records {
-        let mut obj = serde_json::Map::new();
-        obj.insert("timestamp".into(), r.timestamp.to_string().into());
-        obj.insert("component".into(), r.component.clone().into());
-        if let Some(l) = r.level {
-            obj.insert("level".into(), l.to_string().into());
-        }
-        obj.insert("message".into(), r.message.clone().into());
-        for (k, v) in &r.attributes {
-            obj.entry(k.clone()).or_insert_with(|| v.clone().into());
-        }
-        let line = serde_json::Value::Object(obj).to_string();
-        writeln!(w, "{line}").map_err(|e| write_err(path, e))?;
+        writeln!(w, "{}", log_json_line(r)).map_err(|e| write_err(path, e))?;
     }
     w.flush().map_err(|e| write_err(path, e))
+}
+
+/// The header of the long-layout metric CSV.
+pub const METRICS_CSV_HEADER: [&str; 4] = ["timestamp", "component", "metric", "value"];
+
+/// One sample as a row under [`METRICS_CSV_HEADER`].
+pub fn metric_csv_fields(s: &MetricSample) -> [String; 4] {
+    [
+        s.timestamp.to_string(),
+        s.component.clone(),
+        s.metric.clone(),
+        s.value.to_string(),
+    ]
 }
 
 /// Writes metric samples as a long-layout CSV (`timestamp,component,metric,value`).
 pub fn write_metrics_csv(path: &Path, samples: &[MetricSample]) -> Result<(), SourceError> {
     let mut csv = csv::Writer::from_writer(create(path)?);
     let err = |e: csv::Error| write_err(path, e);
-    csv.write_record(["timestamp", "component", "metric", "value"])
-        .map_err(err)?;
+    csv.write_record(METRICS_CSV_HEADER).map_err(err)?;
     for s in samples {
-        csv.write_record([
-            s.timestamp.to_string(),
-            s.component.clone(),
-            s.metric.clone(),
-            s.value.to_string(),
-        ])
-        .map_err(err)?;
+        csv.write_record(metric_csv_fields(s)).map_err(err)?;
     }
     csv.flush().map_err(|e| write_err(path, e))
+}
+
+/// The header of the span CSV.
+pub const SPANS_CSV_HEADER: [&str; 8] = [
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "component",
+    "operation",
+    "start",
+    "duration_us",
+    "error",
+];
+
+/// One span as a row under [`SPANS_CSV_HEADER`].
+pub fn span_csv_fields(s: &Span) -> [String; 8] {
+    [
+        s.trace_id.clone(),
+        s.span_id.clone(),
+        s.parent_id.clone().unwrap_or_default(),
+        s.component.clone(),
+        s.operation.clone(),
+        s.start.to_string(),
+        s.duration_us.to_string(),
+        s.error.to_string(),
+    ]
 }
 
 /// Writes spans as CSV (`trace_id,span_id,parent_id,component,operation,start,duration_us,
@@ -471,29 +508,9 @@ pub fn write_metrics_csv(path: &Path, samples: &[MetricSample]) -> Result<(), So
 pub fn write_spans_csv(path: &Path, spans: &[Span]) -> Result<(), SourceError> {
     let mut csv = csv::Writer::from_writer(create(path)?);
     let err = |e: csv::Error| write_err(path, e);
-    csv.write_record([
-        "trace_id",
-        "span_id",
-        "parent_id",
-        "component",
-        "operation",
-        "start",
-        "duration_us",
-        "error",
-    ])
-    .map_err(err)?;
+    csv.write_record(SPANS_CSV_HEADER).map_err(err)?;
     for s in spans {
-        csv.write_record([
-            s.trace_id.clone(),
-            s.span_id.clone(),
-            s.parent_id.clone().unwrap_or_default(),
-            s.component.clone(),
-            s.operation.clone(),
-            s.start.to_string(),
-            s.duration_us.to_string(),
-            s.error.to_string(),
-        ])
-        .map_err(err)?;
+        csv.write_record(span_csv_fields(s)).map_err(err)?;
     }
     csv.flush().map_err(|e| write_err(path, e))
 }
