@@ -2,7 +2,13 @@
 # Starts (or stops) the servers the test suite talks to, on loopback only:
 #   - PostgreSQL (a throw-away cluster in .services/pg, port $RCA_PG_PORT, default 54329);
 #   - Prometheus (port $RCA_PROM_PORT, default 19090) with a small fixture backfilled from
-#     OpenMetrics by promtool;
+#     OpenMetrics by promtool; it also scrapes the Pushgateway every second and evaluates one
+#     alerting rule, RcaE2eErrorRatio, on what the tests push there, sending to Alertmanager;
+#   - the Prometheus Pushgateway (port $RCA_PUSHGATEWAY_PORT, default 19091);
+#   - Alertmanager (port $RCA_ALERTMANAGER_PORT, default 19093, clustering off), whose one
+#     route posts every alert group to the diagnosis service's webhook at
+#     http://127.0.0.1:$RCA_ALERT_WEBHOOK_PORT/alerts (default 19095): nothing listens there
+#     until the end-to-end test starts the service on that port;
 #   - the local language model: llama-cpp-python's OpenAI-compatible server (port
 #     $RCA_LLM_PORT, default 18080) serving Gemma 3 270M, fetched and built by
 #     scripts/fetch-llm.sh. Ready means it answered a real chat completion.
@@ -21,6 +27,12 @@ STATE=$ROOT/.services
 PG_PORT=${RCA_PG_PORT:-54329}
 PROM_PORT=${RCA_PROM_PORT:-19090}
 LLM_PORT=${RCA_LLM_PORT:-18080}
+PUSH_PORT=${RCA_PUSHGATEWAY_PORT:-19091}
+AM_PORT=${RCA_ALERTMANAGER_PORT:-19093}
+WEBHOOK_PORT=${RCA_ALERT_WEBHOOK_PORT:-19095}
+# The metric the end-to-end test pushes and the alert Prometheus raises on it.
+ALERT_METRIC=rca_e2e_error_ratio
+ALERT_NAME=RcaE2eErrorRatio
 LLM_ALIAS=gemma-3-270m-q4_k_m
 LLM_N_CTX=8192
 
@@ -28,6 +40,10 @@ need_packages() {
   local missing=()
   command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  # Debian's packages install init scripts and systemd units; nothing here uses them: the
+  # servers below run from their binaries with their own flags, state and ports.
+  command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+  command -v prometheus-pushgateway >/dev/null 2>&1 || missing+=(prometheus-pushgateway)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
   # Headless Chromium and ChromeDriver for the HTML report test (not a server: nothing starts).
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
@@ -92,6 +108,68 @@ with open(out, "w") as f:
 PY
 }
 
+# wait_ready NAME URL LOG PIDFILE: polls URL (each try bounded to 1 s) for at most 30 s.
+wait_ready() {
+  local name=$1 url=$2 log=$3 pidfile=$4
+  for _ in $(seq 1 60); do
+    if python3 -c "import urllib.request; urllib.request.urlopen('$url', timeout=1)" 2>/dev/null; then
+      return 0
+    fi
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      break
+    fi
+    sleep 0.5
+  done
+  echo "services: $name did not become ready; log:" >&2
+  tail -20 "$log" >&2
+  return 1
+}
+
+start_pushgateway() {
+  local dir=$STATE/pushgateway
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  # No persistence file: pushed groups live as long as the process.
+  nohup prometheus-pushgateway --web.listen-address="127.0.0.1:$PUSH_PORT" \
+    >"$dir/server.log" 2>&1 &
+  echo $! > "$dir/pid"
+  wait_ready pushgateway "http://127.0.0.1:$PUSH_PORT/-/ready" "$dir/server.log" "$dir/pid"
+}
+
+start_alertmanager() {
+  local dir=$STATE/alertmanager
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir/data"
+  # The route docs/guides/diagnosis-service.md describes, with test-sized intervals: one group
+  # per (alertname, instance), posted a second after its first alert, changes after 2 s.
+  cat > "$dir/alertmanager.yml" <<YML
+route:
+  receiver: rca
+  group_by: [alertname, instance]
+  group_wait: 1s
+  group_interval: 2s
+  repeat_interval: 24h
+receivers:
+  - name: rca
+    webhook_configs:
+      - url: http://127.0.0.1:$WEBHOOK_PORT/alerts
+        send_resolved: true
+        max_alerts: 50
+YML
+  # An empty cluster address turns the gossip cluster off (one instance, no port 9094).
+  nohup prometheus-alertmanager --config.file="$dir/alertmanager.yml" \
+    --storage.path="$dir/data" --web.listen-address="127.0.0.1:$AM_PORT" \
+    --cluster.listen-address= >"$dir/server.log" 2>&1 &
+  echo $! > "$dir/pid"
+  wait_ready alertmanager "http://127.0.0.1:$AM_PORT/-/ready" "$dir/server.log" "$dir/pid"
+}
+
 start_prometheus() {
   local dir=$STATE/prom
   if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
@@ -105,24 +183,40 @@ start_prometheus() {
   echo "$start" > "$dir/fixture_start"
   write_prometheus_fixture "$dir/fixture.om" "$start"
   promtool tsdb create-blocks-from openmetrics "$dir/fixture.om" "$dir/data" >/dev/null
+  # The alert fires when every pushed value of the last 5 s was above 0.2.
+  cat > "$dir/rules.yml" <<YML
+groups:
+  - name: rca-e2e
+    rules:
+      - alert: $ALERT_NAME
+        expr: min_over_time(${ALERT_METRIC}[5s]) > 0.2
+        labels:
+          severity: page
+        annotations:
+          summary: "error ratio {{ \$value }} on {{ \$labels.instance }}"
+YML
   cat > "$dir/prometheus.yml" <<YML
 global:
   scrape_interval: 1h
-scrape_configs: []
+  evaluation_interval: 1s
+rule_files:
+  - $dir/rules.yml
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ["127.0.0.1:$AM_PORT"]
+scrape_configs:
+  - job_name: pushgateway
+    scrape_interval: 1s
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:$PUSH_PORT"]
 YML
   nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
     --storage.tsdb.retention.time=100y --web.listen-address="127.0.0.1:$PROM_PORT" \
     >"$dir/server.log" 2>&1 &
   echo $! > "$dir/pid"
-  for _ in $(seq 1 60); do
-    if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PROM_PORT/-/ready', timeout=1)" 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "services: prometheus did not become ready; log:" >&2
-  tail -20 "$dir/server.log" >&2
-  return 1
+  wait_ready prometheus "http://127.0.0.1:$PROM_PORT/-/ready" "$dir/server.log" "$dir/pid"
 }
 
 start_llm() {
@@ -171,7 +265,7 @@ stop_all() {
     as_pg_owner "$bin/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null 2>&1 || true
   fi
   local f
-  for f in "$STATE/prom/pid" "$STATE/llm/pid"; do
+  for f in "$STATE/prom/pid" "$STATE/alertmanager/pid" "$STATE/pushgateway/pid" "$STATE/llm/pid"; do
     if [ -f "$f" ]; then
       kill "$(cat "$f")" 2>/dev/null || true
       rm -f "$f"
@@ -184,12 +278,19 @@ case "${1:-start}" in
     mkdir -p "$STATE"
     need_packages
     start_postgres
+    start_pushgateway
+    start_alertmanager
     start_prometheus
     start_llm
     cat > "$STATE/env" <<ENV
 export RCA_POSTGRES_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
 export RCA_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"
 export RCA_PROMETHEUS_FIXTURE_START="$(cat "$STATE/prom/fixture_start")"
+export RCA_PUSHGATEWAY_URL="http://127.0.0.1:$PUSH_PORT"
+export RCA_ALERTMANAGER_URL="http://127.0.0.1:$AM_PORT"
+export RCA_ALERT_WEBHOOK_URL="http://127.0.0.1:$WEBHOOK_PORT/alerts"
+export RCA_ALERT_TEST_METRIC="$ALERT_METRIC"
+export RCA_ALERT_TEST_ALERTNAME="$ALERT_NAME"
 export RCA_LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
 export RCA_LLM_MODEL="$LLM_ALIAS"
 export RCA_LLM_MODEL_FILE="$RCA_LLM_MODEL_FILE"

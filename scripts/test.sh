@@ -7,8 +7,8 @@
 #   scripts/fetch-llm.sh), beside the test build: the C++ build fills the cores the Rust build
 #   leaves idle (it runs at a lower priority, so the Rust build keeps its pace);
 # - builds every target of every crate (tests, examples, benchmarks) with all features once;
-# - installs (if needed) and starts PostgreSQL, Prometheus and the model server on loopback
-#   (scripts/services.sh);
+# - installs (if needed) and starts PostgreSQL, Prometheus, the Pushgateway, Alertmanager and
+#   the model server on loopback (scripts/services.sh);
 # - runs every test with cargo-nextest, below the model server's priority: the tests that talk
 #   to the model (one at a time, `.config/nextest.toml`) then get the cores when the server
 #   computes, and the others run in its pauses instead of slowing every token down;
@@ -53,7 +53,8 @@ fi
 printf 'phase: language model and server fetch/build (beside the test build): %d s\n' \
   "$(( $(date +%s) - llm_t0 ))" >&2
 
-# PostgreSQL, Prometheus and the model server on loopback, stopped again when the tests end.
+# PostgreSQL, Prometheus, the Pushgateway, Alertmanager and the model server on loopback,
+# stopped again when the tests end.
 phase "services set-up" bash scripts/services.sh start >/dev/null
 # shellcheck disable=SC1091
 source .services/env

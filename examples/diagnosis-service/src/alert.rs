@@ -102,6 +102,29 @@ pub enum PayloadError {
 }
 
 impl WebhookPayload {
+    /// Whether the group has resolved (every alert of it is resolved).
+    pub fn is_resolved(&self) -> bool {
+        self.status == "resolved"
+    }
+
+    /// The groups this notification reports, each as a notification of its own: with a
+    /// `groupKey` (as Alertmanager always sends) the notification is one group; without one (a
+    /// hand-written payload) every alert is a group of its own.
+    pub fn groups(&self) -> Vec<WebhookPayload> {
+        if !self.group_key.is_empty() {
+            return vec![self.clone()];
+        }
+        self.alerts
+            .iter()
+            .map(|alert| {
+                let mut one = self.clone();
+                one.status = alert.status.clone();
+                one.alerts = vec![alert.clone()];
+                one
+            })
+            .collect()
+    }
+
     /// Parses and validates a request body.
     pub fn parse(body: &[u8]) -> Result<WebhookPayload, PayloadError> {
         let payload: WebhookPayload =
@@ -163,6 +186,14 @@ pub(crate) mod tests {
         assert_eq!(p.alerts[0].name(), "HighLatency");
         assert_eq!(p.external_url, "http://alertmanager:9093");
         assert_eq!(p.alerts[0].fingerprint, "c3a1f0e2b7d4a915");
+        // Alertmanager's notification is one group; without a group key each alert is one.
+        assert_eq!(p.groups(), vec![p.clone()]);
+        let mut bare = p.clone();
+        bare.group_key.clear();
+        let groups = bare.groups();
+        assert_eq!(groups.len(), 2);
+        assert!(!groups[0].is_resolved() && groups[1].is_resolved());
+        assert_eq!(groups[1].alerts, vec![p.alerts[1].clone()]);
     }
 
     #[test]

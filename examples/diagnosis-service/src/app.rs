@@ -1,8 +1,9 @@
 //! The HTTP surface: `POST /alerts`, `GET /reports`, `GET /reports/{id}`, `GET /healthz`.
 //!
-//! `POST /alerts` answers once the notification's new alerts are safely in the inbox (202),
-//! not when they are diagnosed; `?wait=SECONDS` waits (up to `max_wait_seconds`) for their
-//! reports and returns them (200, or 202 if some are still running).
+//! `POST /alerts` answers once the notification's new firing alert group is safely in the
+//! inbox (202), not when it is diagnosed; `?wait=SECONDS` waits (up to `max_wait_seconds`) for
+//! the reports and returns them (200, or 202 if some are still running). A resolved group's
+//! resolution is recorded beside its report before the answer.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -21,10 +22,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::alert::WebhookPayload;
+use crate::alert::{Alert, WebhookPayload};
 use crate::diagnosis::{Diagnoser, DiagnosisError};
-use crate::inbox::{Admission, Entry, Inbox, Progress};
-use crate::store::{ReportStore, StoreError};
+use crate::inbox::{Admission, Entry, Inbox, Progress, now_ms};
+use crate::store::{RESOLUTION_FORMAT_VERSION, ReportStore, Resolution, StoreError};
 
 /// Shared state of the handlers.
 #[derive(Debug, Clone)]
@@ -109,27 +110,32 @@ async fn receive(
         }
         Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
-    // Every firing alert gets its report id; one bad alert refuses the notification whole.
-    // The inbox keeps the alerts redacted, as the reports are.
-    let redacted = state.diagnoser.redact_payload(&payload);
+    // One report per alert group: a firing group is queued under its id (one bad alert
+    // refuses the notification whole); a resolved one is recorded after the admission. The
+    // inbox and the records keep the alerts redacted, as the reports are.
     let mut entries = Vec::new();
     let mut seen = HashSet::new();
     let mut skipped = Vec::new();
-    for (alert, kept) in payload.alerts.iter().zip(&redacted.alerts) {
-        if !alert.is_firing() {
-            skipped.push(json!({"alert": alert.name(), "reason": "resolved"}));
-            continue;
-        }
-        match state.diagnoser.incident(&payload, alert) {
-            Ok((id, _, _)) => {
-                if seen.insert(id.clone()) {
-                    entries.push(Entry::new(id, &redacted, kept));
-                }
-            }
+    let mut resolved_groups = Vec::new();
+    for mut group in payload.groups() {
+        let id = match state.diagnoser.group_id(&group) {
+            Ok(id) => id,
             Err(e @ DiagnosisError::BadAlert { .. }) => {
                 return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
             }
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
+        if !group.alerts.iter().any(Alert::is_firing) {
+            resolved_groups.push((id, group));
+            continue;
+        }
+        // The resolved alerts of a firing group are not diagnosed.
+        for alert in group.alerts.iter().filter(|a| !a.is_firing()) {
+            skipped.push(json!({"alert": alert.name(), "reason": "resolved"}));
+        }
+        group.alerts.retain(Alert::is_firing);
+        if seen.insert(id.clone()) {
+            entries.push(Entry::new(id, &state.diagnoser.redact_payload(&group)));
         }
     }
     let (accepted, duplicates) = match state.inbox.admit(entries, &state.store).await {
@@ -152,7 +158,23 @@ async fn receive(
             );
         }
     };
-    let mut body = json!({"accepted": accepted, "duplicates": duplicates, "skipped": skipped});
+    let (resolved, duplicates) =
+        match record_resolutions(&state, resolved_groups, duplicates, &mut skipped).await {
+            Ok(r) => r,
+            Err(e) => {
+                return retry_later(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the resolution could not be stored: {e}"),
+                    state.retry_after,
+                );
+            }
+        };
+    let mut body = json!({
+        "accepted": accepted,
+        "duplicates": duplicates,
+        "resolved": resolved,
+        "skipped": skipped,
+    });
     let Some(wait) = wait else {
         return (StatusCode::ACCEPTED, Json(body)).into_response();
     };
@@ -181,6 +203,54 @@ async fn receive(
         StatusCode::ACCEPTED
     };
     (status, Json(body)).into_response()
+}
+
+/// Records the resolution of each resolved group whose report the service knows (stored,
+/// waiting, running or failed); returns the ids newly recorded and `duplicates` with the ids
+/// whose resolution was recorded already. Unknown groups are listed in `skipped`.
+async fn record_resolutions(
+    state: &AppState,
+    groups: Vec<(String, WebhookPayload)>,
+    mut duplicates: Vec<String>,
+    skipped: &mut Vec<serde_json::Value>,
+) -> Result<(Vec<String>, Vec<String>), StoreError> {
+    let mut resolved = Vec::new();
+    for (id, group) in groups {
+        let known = state.store.exists(&id).await
+            || !matches!(state.inbox.progress(&id).await, Progress::Unknown);
+        if !known {
+            for alert in &group.alerts {
+                skipped.push(json!({
+                    "alert": alert.name(),
+                    "reason": "resolved",
+                    "detail": format!("no report {id} of its group is known"),
+                }));
+            }
+            continue;
+        }
+        let ends_at = group
+            .alerts
+            .iter()
+            .filter_map(|a| {
+                rca_core::Timestamp::parse_rfc3339(&a.ends_at).map(|t| (t, a.ends_at.clone()))
+            })
+            .max_by_key(|(t, _)| *t)
+            .map(|(_, text)| text)
+            .unwrap_or_default();
+        let resolution = Resolution {
+            format_version: RESOLUTION_FORMAT_VERSION,
+            id: id.clone(),
+            received_at_ms: now_ms(),
+            ends_at,
+            alerts: state.diagnoser.redact_payload(&group).alerts,
+        };
+        if state.store.put_resolution(&resolution).await? {
+            resolved.push(id);
+        } else if !duplicates.contains(&id) {
+            duplicates.push(id);
+        }
+    }
+    Ok((resolved, duplicates))
 }
 
 async fn list(State(state): State<AppState>) -> Response {

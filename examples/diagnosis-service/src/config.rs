@@ -56,6 +56,11 @@ pub struct ServiceConfig {
     /// values are components).
     #[serde(default = "default_component_label")]
     pub component_label: String,
+    /// Alert labels that limit the metrics a diagnosis reads (e.g. `["job"]`): when every
+    /// firing alert of the group gives such a label the same value, series whose samples give
+    /// it another value are left out (samples without the label are kept). Empty: no limit.
+    #[serde(default)]
+    pub scope_labels: Vec<String>,
     /// How many diagnoses run at once (the number of workers).
     #[serde(default = "default_max_concurrent")]
     pub max_concurrent: usize,
@@ -101,6 +106,18 @@ pub struct DataConfig {
     /// A Prometheus server to read metrics from (needs the `prometheus` feature).
     #[serde(default)]
     pub prometheus_url: Option<String>,
+    /// The resolution of the range queries sent to Prometheus, in seconds (60 when unset).
+    #[serde(default)]
+    pub prometheus_step_seconds: Option<u64>,
+    /// Receive OpenTelemetry over OTLP/HTTP on the service's own address (`POST /v1/traces`,
+    /// `/v1/logs`, `/v1/metrics`; needs the `otlp` feature) and diagnose over what was
+    /// received, for every modality no other setting supplies.
+    #[serde(default)]
+    pub otlp: bool,
+    /// The most records of each kind the OTLP buffer keeps, the oldest received dropped first
+    /// (200 000 when unset).
+    #[serde(default)]
+    pub otlp_max_records: Option<usize>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -144,6 +161,7 @@ impl ServiceConfig {
             current_minutes: default_current(),
             min_modalities: default_min_modalities(),
             component_label: default_component_label(),
+            scope_labels: Vec::new(),
             max_concurrent: default_max_concurrent(),
             max_queued: default_max_queued(),
             max_wait_seconds: default_max_wait(),
@@ -212,6 +230,9 @@ impl ServiceConfig {
         if self.component_label.trim().is_empty() {
             return Err("`component_label` must name an alert label, e.g. \"service\"".into());
         }
+        if self.scope_labels.iter().any(|l| l.trim().is_empty()) {
+            return Err("`scope_labels` must name alert labels, e.g. [\"job\"]".into());
+        }
         Ok(())
     }
 
@@ -222,13 +243,23 @@ impl ServiceConfig {
             && d.metrics.is_empty()
             && d.traces.is_empty()
             && d.prometheus_url.is_none()
+            && !d.otlp
         {
-            return Err("`[data]` names no telemetry: set `incident_dir`, `logs`, `metrics`, `traces` or `prometheus_url`".into());
+            return Err("`[data]` names no telemetry: set `incident_dir`, `logs`, `metrics`, `traces`, `prometheus_url` or `otlp`".into());
+        }
+        if d.otlp && !cfg!(feature = "otlp") {
+            return Err("`data.otlp` needs the service built with `--features otlp`".into());
+        }
+        if d.otlp_max_records == Some(0) {
+            return Err("`data.otlp_max_records` must be at least 1".into());
         }
         if d.prometheus_url.is_some() && !d.metrics.is_empty() {
             return Err(
                 "`data.metrics` and `data.prometheus_url` both give metrics; keep one".into(),
             );
+        }
+        if d.prometheus_step_seconds == Some(0) {
+            return Err("`data.prometheus_step_seconds` must be at least 1".into());
         }
         if d.prometheus_url.is_some() && !cfg!(feature = "prometheus") {
             return Err(
@@ -252,6 +283,10 @@ pub struct Sources {
     pub topology: Vec<(String, String)>,
     /// A quiet period, when the incident directory names one.
     pub baseline: Option<TimeRange>,
+    /// What OTLP exports to the service fill (with `data.otlp`); its router is served beside
+    /// the alert routes.
+    #[cfg(feature = "otlp")]
+    pub otlp: Option<Arc<rca_tools::otlp::TelemetryBuffer>>,
 }
 
 impl std::fmt::Debug for Sources {
@@ -261,7 +296,7 @@ impl std::fmt::Debug for Sources {
             .field("metrics", &self.metrics.is_some())
             .field("traces", &self.traces.is_some())
             .field("topology", &self.topology)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -310,16 +345,47 @@ impl Sources {
             sources.traces = Some(Arc::new(s));
         }
         if let Some(url) = &data.prometheus_url {
-            sources.metrics = Some(prometheus(url, component_label)?);
+            sources.metrics = Some(prometheus(
+                url,
+                data.prometheus_step_seconds,
+                component_label,
+            )?);
+        }
+        #[cfg(feature = "otlp")]
+        if data.otlp {
+            let buffer = Arc::new(rca_tools::otlp::TelemetryBuffer::new(
+                data.otlp_max_records.unwrap_or(DEFAULT_OTLP_MAX_RECORDS),
+            ));
+            // Received telemetry stands in for every modality nothing else supplies.
+            if sources.logs.is_none() {
+                sources.logs = Some(Arc::clone(&buffer) as Arc<dyn LogSource>);
+            }
+            if sources.metrics.is_none() {
+                sources.metrics = Some(Arc::clone(&buffer) as Arc<dyn MetricSource>);
+            }
+            if sources.traces.is_none() {
+                sources.traces = Some(Arc::clone(&buffer) as Arc<dyn TraceSource>);
+            }
+            sources.otlp = Some(buffer);
         }
         Ok(sources)
     }
 }
 
+/// How many records of each kind the OTLP buffer keeps by default.
+pub const DEFAULT_OTLP_MAX_RECORDS: usize = 200_000;
+
 #[cfg(feature = "prometheus")]
-fn prometheus(url: &str, component_label: &str) -> Result<Arc<dyn MetricSource>, ConfigError> {
+fn prometheus(
+    url: &str,
+    step_seconds: Option<u64>,
+    component_label: &str,
+) -> Result<Arc<dyn MetricSource>, ConfigError> {
     let mut config = rca_tools::prometheus::PrometheusConfig::new(url);
     config.component_label = component_label.to_string();
+    if let Some(step) = step_seconds {
+        config.step_seconds = step.max(1);
+    }
     let source =
         rca_tools::prometheus::PrometheusSource::new(config).map_err(|e| ConfigError::Source {
             what: "data.prometheus_url".into(),
@@ -329,7 +395,11 @@ fn prometheus(url: &str, component_label: &str) -> Result<Arc<dyn MetricSource>,
 }
 
 #[cfg(not(feature = "prometheus"))]
-fn prometheus(_url: &str, _component_label: &str) -> Result<Arc<dyn MetricSource>, ConfigError> {
+fn prometheus(
+    _url: &str,
+    _step_seconds: Option<u64>,
+    _component_label: &str,
+) -> Result<Arc<dyn MetricSource>, ConfigError> {
     Err(ConfigError::Invalid {
         path: "-".into(),
         message: "`data.prometheus_url` needs the service built with `--features prometheus`"

@@ -1,7 +1,18 @@
-//! One alert -> one incident -> one staged diagnosis (the library's diagnosis pipeline with
-//! deterministic policies), as a redacted [`StoredReport`].
+//! One alert group -> one incident -> one staged diagnosis (the library's diagnosis pipeline
+//! with deterministic policies), as a redacted [`StoredReport`].
+//!
+//! A group's report id is `<hash of the groupKey>-<earliest startsAt of its firing alerts, in
+//! Unix milliseconds>`: every notification of the same episode of the group (a repeat, an
+//! alert joining it) maps to the same id, and the group firing again after it resolved gets a
+//! new one.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use rca_core::SourceError;
+use rca_core::source::{MetricQuery, MetricSample, MetricSource, RecordStream};
 
 use rca_agents::orchestra::explorers::{Telemetry, TelemetryExplorer, WindowPolicy};
 use rca_agents::orchestra::{DiagnosisPipeline, Explorer, PipelineConfig, RoleModels};
@@ -15,12 +26,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::alert::{Alert, WebhookPayload};
 use crate::config::{ServiceConfig, Sources};
+use crate::store::Resolution;
 
 /// Why one alert could not be diagnosed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DiagnosisError {
-    /// The alert itself is unusable (bad `startsAt`): the sender should fix it.
+    /// An alert of the group is unusable (bad `startsAt`): the sender should fix it.
     #[error("alert {alert}: {message}")]
     BadAlert {
         /// The alert's name.
@@ -38,20 +50,26 @@ pub enum DiagnosisError {
     },
 }
 
-/// The alert a report answers, as the report records it.
+/// The alert group a report answers, as the report records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AlertSummary {
-    /// `alertname`.
+    /// `alertname` (of the group's first alert).
     pub name: String,
-    /// The value of the component label, when the alert has it.
+    /// The value of the component label, when every alert of the group has the same one.
     pub component: Option<String>,
-    /// The alert's `startsAt`.
+    /// The earliest `startsAt` of the group's firing alerts.
     pub starts_at: String,
-    /// Alertmanager's fingerprint.
+    /// Alertmanager's fingerprint of the alert that started first.
     pub fingerprint: String,
+    /// Alertmanager's key of the group (empty for a hand-written payload without one).
+    #[serde(default)]
+    pub group_key: String,
+    /// The fingerprints of the group's firing alerts when it was accepted.
+    #[serde(default)]
+    pub fingerprints: Vec<String>,
 }
 
-/// What the service returns and stores for one alert.
+/// What the service returns and stores for one alert group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredReport {
     /// The stored report's format version.
@@ -76,6 +94,10 @@ pub struct StoredReport {
     /// When the report was finished (Unix milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported_at_ms: Option<i64>,
+    /// The group's resolution, once Alertmanager sent it (kept beside the report, in
+    /// `resolved/<id>.json`, and added when the report is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Resolution>,
 }
 
 /// The stored report format this build writes and reads.
@@ -89,8 +111,12 @@ pub struct Diagnoser {
     current_millis: i64,
     min_modalities: usize,
     component_label: String,
+    scope_labels: Vec<String>,
     redactor: Redactor,
 }
+
+/// At most this many alerts of a group are listed in its incident's description.
+pub const MAX_LISTED_ALERTS: usize = 20;
 
 /// A file-name-safe form of `text`.
 pub fn sanitize(text: &str) -> String {
@@ -105,7 +131,7 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-/// A stable FNV-1a hash, for alerts without a fingerprint.
+/// A stable FNV-1a hash (of group keys, and of labels for alerts without a fingerprint).
 fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -121,6 +147,7 @@ impl Diagnoser {
             current_millis: config.current_minutes.max(1) * 60_000,
             min_modalities: config.min_modalities,
             component_label: config.component_label.clone(),
+            scope_labels: config.scope_labels.clone(),
             redactor,
         }
     }
@@ -135,48 +162,116 @@ impl Diagnoser {
         serde_json::from_value(value).unwrap_or_else(|_| payload.clone())
     }
 
-    /// The incident an alert describes: detected at `startsAt`, over the lookback before it.
+    /// The alerts of `group` a report is about: its firing ones, or all of them when none
+    /// fires (a resolved group), ordered by `startsAt` (the earliest first).
+    fn considered<'a>(
+        &self,
+        group: &'a WebhookPayload,
+    ) -> Result<Vec<(Timestamp, &'a Alert)>, DiagnosisError> {
+        let firing = group.alerts.iter().any(Alert::is_firing);
+        let mut alerts = Vec::new();
+        for alert in group.alerts.iter().filter(|a| !firing || a.is_firing()) {
+            let starts = Timestamp::parse_rfc3339(&alert.starts_at).ok_or_else(|| {
+                DiagnosisError::BadAlert {
+                    alert: alert.name().to_string(),
+                    message: format!("`startsAt` = {:?} is not an RFC 3339 time", alert.starts_at),
+                }
+            })?;
+            alerts.push((starts, alert));
+        }
+        alerts.sort_by_key(|(t, _)| *t);
+        Ok(alerts)
+    }
+
+    /// The report id of `group` (one notification's group, see [`WebhookPayload::groups`]):
+    /// `<hash of the groupKey>-<earliest startsAt millis>` over its firing alerts, or over all
+    /// of them when the group has resolved. Without a group key the single alert's fingerprint
+    /// (or its labels) stands in for it.
+    pub fn group_id(&self, group: &WebhookPayload) -> Result<String, DiagnosisError> {
+        let alerts = self.considered(group)?;
+        let Some((earliest, first)) = alerts.first() else {
+            return Err(DiagnosisError::BadAlert {
+                alert: "group".into(),
+                message: "the group carries no alerts".into(),
+            });
+        };
+        let key = if !group.group_key.is_empty() {
+            group.group_key.clone()
+        } else if !first.fingerprint.is_empty() {
+            first.fingerprint.clone()
+        } else {
+            format!("{:?}", first.labels)
+        };
+        Ok(format!("{:016x}-{}", fnv(&key), earliest.millis()))
+    }
+
+    /// The value every alert of `alerts` gives `label`, if they agree.
+    fn common<'a>(alerts: &[(Timestamp, &'a Alert)], label: &str) -> Option<&'a String> {
+        let first = alerts.first()?.1.labels.get(label)?;
+        alerts
+            .iter()
+            .all(|(_, a)| a.labels.get(label) == Some(first))
+            .then_some(first)
+    }
+
+    /// The incident an alert group describes: detected at the earliest `startsAt` of its
+    /// firing alerts, over the lookback before it; the component is the component label's
+    /// value when the alerts agree on it.
     pub fn incident(
         &self,
-        payload: &WebhookPayload,
-        alert: &Alert,
+        group: &WebhookPayload,
     ) -> Result<(String, Incident, AlertSummary), DiagnosisError> {
-        let detected_at =
-            Timestamp::parse_rfc3339(&alert.starts_at).ok_or_else(|| DiagnosisError::BadAlert {
-                alert: alert.name().to_string(),
-                message: format!("`startsAt` = {:?} is not an RFC 3339 time", alert.starts_at),
-            })?;
-        let fingerprint = if alert.fingerprint.is_empty() {
-            format!("{:016x}", fnv(&format!("{:?}", alert.labels)))
-        } else {
-            alert.fingerprint.clone()
+        let id = self.group_id(group)?;
+        let alerts = self.considered(group)?;
+        let Some(&(detected_at, first)) = alerts.first() else {
+            return Err(DiagnosisError::BadAlert {
+                alert: "group".into(),
+                message: "the group carries no alerts".into(),
+            });
         };
-        let id = sanitize(&format!("{fingerprint}-{}", detected_at.millis()));
-        let component = alert.labels.get(&self.component_label).cloned();
-        let summary = alert
+        let component = Self::common(&alerts, &self.component_label).cloned();
+        let summary = first
             .annotations
             .get("summary")
-            .or_else(|| payload.common_annotations.get("summary"));
+            .or_else(|| group.common_annotations.get("summary"));
         let title = match (&component, summary) {
-            (Some(c), Some(s)) => format!("{} on {c}: {s}", alert.name()),
-            (Some(c), None) => format!("{} on {c}", alert.name()),
-            (None, Some(s)) => format!("{}: {s}", alert.name()),
-            (None, None) => alert.name().to_string(),
+            (Some(c), Some(s)) => format!("{} on {c}: {s}", first.name()),
+            (Some(c), None) => format!("{} on {c}", first.name()),
+            (None, Some(s)) => format!("{}: {s}", first.name()),
+            (None, None) => first.name().to_string(),
         };
-        let mut description = alert
+        let mut description = first
             .annotations
             .get("description")
             .cloned()
             .unwrap_or_default();
-        let labels: Vec<String> = alert
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         if !description.is_empty() {
             description.push('\n');
         }
-        description.push_str(&format!("alert labels: {}", labels.join(", ")));
+        let described = |a: &Alert| {
+            let labels: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.join(", ")
+        };
+        if alerts.len() == 1 {
+            description.push_str(&format!("alert labels: {}", described(first)));
+        } else {
+            description.push_str(&format!("{} alerts in the group:", alerts.len()));
+            for (_, a) in alerts.iter().take(MAX_LISTED_ALERTS) {
+                description.push_str(&format!("\n- {}", described(a)));
+            }
+            if alerts.len() > MAX_LISTED_ALERTS {
+                description.push_str(&format!(
+                    "\n- and {} more",
+                    alerts.len() - MAX_LISTED_ALERTS
+                ));
+            }
+        }
+        if group.truncated_alerts > 0 {
+            description.push_str(&format!(
+                "\n({} more alerts left out by Alertmanager's max_alerts)",
+                group.truncated_alerts
+            ));
+        }
         let incident = Incident {
             id: id.clone(),
             title,
@@ -190,24 +285,53 @@ impl Diagnoser {
             topology: self.sources.topology.clone(),
             onset: None,
         };
+        let fingerprint = |a: &Alert| {
+            if a.fingerprint.is_empty() {
+                format!("{:016x}", fnv(&format!("{:?}", a.labels)))
+            } else {
+                a.fingerprint.clone()
+            }
+        };
         let summary = AlertSummary {
-            name: alert.name().to_string(),
+            name: first.name().to_string(),
             component,
-            starts_at: alert.starts_at.clone(),
-            fingerprint,
+            starts_at: first.starts_at.clone(),
+            fingerprint: fingerprint(first),
+            group_key: group.group_key.clone(),
+            fingerprints: alerts.iter().map(|(_, a)| fingerprint(a)).collect(),
         };
         Ok((id, incident, summary))
     }
 
-    fn explorers(&self) -> Vec<Arc<dyn Explorer>> {
+    /// The labels of `scope_labels` on which every firing alert of `group` agrees, with their
+    /// values: the metrics a diagnosis reads are limited to series that agree with them.
+    pub fn scope(&self, group: &WebhookPayload) -> BTreeMap<String, String> {
+        let Ok(alerts) = self.considered(group) else {
+            return BTreeMap::new();
+        };
+        self.scope_labels
+            .iter()
+            .filter_map(|l| Self::common(&alerts, l).map(|v| (l.clone(), v.clone())))
+            .collect()
+    }
+
+    fn explorers(&self, scope: BTreeMap<String, String>) -> Vec<Arc<dyn Explorer>> {
         let windows = WindowPolicy {
             current_millis: self.current_millis,
             baseline: self.sources.baseline,
         };
         let mut explorers: Vec<Arc<dyn Explorer>> = Vec::new();
         if let Some(m) = &self.sources.metrics {
+            let metrics: Arc<dyn MetricSource> = if scope.is_empty() {
+                m.clone()
+            } else {
+                Arc::new(ScopedMetrics {
+                    inner: m.clone(),
+                    scope,
+                })
+            };
             explorers.push(Arc::new(TelemetryExplorer::new(
-                Telemetry::Metrics(m.clone(), MetricAnalyzer::default()),
+                Telemetry::Metrics(metrics, MetricAnalyzer::default()),
                 windows,
             )));
         }
@@ -226,13 +350,10 @@ impl Diagnoser {
         explorers
     }
 
-    /// Diagnoses one firing alert; the result is already redacted.
-    pub async fn diagnose(
-        &self,
-        payload: &WebhookPayload,
-        alert: &Alert,
-    ) -> Result<StoredReport, DiagnosisError> {
-        let (id, incident, summary) = self.incident(payload, alert)?;
+    /// Diagnoses one firing alert group (one notification's group, see
+    /// [`WebhookPayload::groups`]); the result is already redacted.
+    pub async fn diagnose(&self, group: &WebhookPayload) -> Result<StoredReport, DiagnosisError> {
+        let (id, incident, summary) = self.incident(group)?;
         let failed = |message: String| DiagnosisError::Failed {
             incident: id.clone(),
             message,
@@ -241,7 +362,7 @@ impl Diagnoser {
         // explorers. Its sources are queried live, so the onset is not estimated: the current
         // window is the last `current_minutes` before the alert.
         let pipeline = DiagnosisPipeline::with_explorers(
-            self.explorers(),
+            self.explorers(self.scope(group)),
             self.sources.topology.clone(),
             RoleModels::default(),
             PipelineConfig {
@@ -267,10 +388,135 @@ impl Diagnoser {
             service_graph: self.sources.topology.clone(),
             received_at_ms: None,
             reported_at_ms: None,
+            resolution: None,
         };
         // Redact through JSON so every string field is covered.
         let mut value = serde_json::to_value(&stored).map_err(|e| failed(e.to_string()))?;
         self.redactor.redact_json(&mut value);
         serde_json::from_value(value).map_err(|e| failed(e.to_string()))
+    }
+}
+
+/// A metric source limited to the series that agree with an alert's labels: a sample whose
+/// labels give one of the scope's labels another value is left out; samples without the label
+/// (a file source's, mostly) are kept.
+struct ScopedMetrics {
+    inner: Arc<dyn MetricSource>,
+    scope: BTreeMap<String, String>,
+}
+
+#[async_trait]
+impl MetricSource for ScopedMetrics {
+    async fn samples(
+        &self,
+        query: &MetricQuery,
+    ) -> Result<RecordStream<MetricSample>, SourceError> {
+        let scope = self.scope.clone();
+        let stream = self.inner.samples(query).await?;
+        Ok(Box::pin(stream.filter(move |item| {
+            let keep = match item {
+                Ok(sample) => scope
+                    .iter()
+                    .all(|(k, v)| sample.labels.get(k).is_none_or(|have| have == v)),
+                Err(_) => true,
+            };
+            std::future::ready(keep)
+        })))
+    }
+
+    async fn series(&self) -> Result<Vec<(String, String)>, SourceError> {
+        self.inner.series().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::tests::SAMPLE;
+
+    fn diagnoser(scope_labels: &[&str]) -> Diagnoser {
+        let mut config = ServiceConfig::new("unused");
+        config.scope_labels = scope_labels.iter().map(|s| s.to_string()).collect();
+        Diagnoser::new(&config, Sources::default(), Redactor::builtin())
+    }
+
+    #[test]
+    fn a_group_keeps_its_id_across_repeats_and_joins() {
+        let d = diagnoser(&["job"]);
+        let payload = WebhookPayload::parse(SAMPLE.as_bytes()).unwrap();
+        let id = d.group_id(&payload).unwrap();
+        let start = Timestamp::parse_rfc3339("2024-05-01T10:15:00Z").unwrap();
+        assert!(id.ends_with(&format!("-{}", start.millis())), "{id}");
+        // A later alert joining the group keeps the id; another group gets another.
+        let mut joined = payload.clone();
+        let mut late = payload.alerts[0].clone();
+        late.starts_at = "2024-05-01T10:20:00Z".into();
+        late.fingerprint = "late".into();
+        joined.alerts.push(late);
+        assert_eq!(d.group_id(&joined).unwrap(), id);
+        let mut other = payload.clone();
+        other.group_key.push('x');
+        assert_ne!(d.group_id(&other).unwrap(), id);
+        // The incident lists the firing alerts; they agree on no service, so none is named.
+        let (_, incident, summary) = d.incident(&joined).unwrap();
+        assert_eq!(incident.detected_at, start);
+        assert!(
+            incident.description.contains("2 alerts in the group"),
+            "{}",
+            incident.description
+        );
+        assert_eq!(summary.component.as_deref(), Some("web"));
+        assert_eq!(summary.fingerprints, vec!["c3a1f0e2b7d4a915", "late"]);
+        // The resolved group's id is taken over all its alerts.
+        let mut resolved = payload.clone();
+        resolved.status = "resolved".into();
+        for a in &mut resolved.alerts {
+            a.status = "resolved".into();
+        }
+        let earlier = Timestamp::parse_rfc3339("2024-05-01T09:00:00Z").unwrap();
+        assert!(
+            d.group_id(&resolved)
+                .unwrap()
+                .ends_with(&earlier.millis().to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_scope_keeps_series_that_agree_with_the_alert() {
+        let d = diagnoser(&["job", "absent"]);
+        let mut payload = WebhookPayload::parse(SAMPLE.as_bytes()).unwrap();
+        payload.alerts[0].labels.insert("job".into(), "api".into());
+        let scope = d.scope(&payload);
+        assert_eq!(
+            scope,
+            BTreeMap::from([("job".to_string(), "api".to_string())])
+        );
+        let t = Timestamp::from_secs(100);
+        let sample = |job: Option<&str>| MetricSample {
+            timestamp: t,
+            component: "c".into(),
+            metric: "m".into(),
+            value: 1.0,
+            labels: job
+                .map(|j| [("job".to_string(), j.to_string())].into())
+                .unwrap_or_default(),
+        };
+        let inner = rca_tools::sources::FileMetricSource::from_samples(
+            vec![sample(Some("api")), sample(Some("other")), sample(None)],
+            None,
+        );
+        let scoped = ScopedMetrics {
+            inner: Arc::new(inner),
+            scope,
+        };
+        let query = MetricQuery::range(TimeRange::new(t.offset_millis(-1), t.offset_millis(1)));
+        let kept = rca_core::source::collect_records(scoped.samples(&query).await)
+            .await
+            .unwrap();
+        assert_eq!(kept.len(), 2);
+        assert!(
+            kept.iter()
+                .all(|s| s.labels.get("job").is_none_or(|j| j == "api"))
+        );
     }
 }

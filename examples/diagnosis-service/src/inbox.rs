@@ -1,4 +1,5 @@
-//! Accepted alerts, on disk until their report is stored.
+//! Accepted alert groups ("alerts" below: one entry, one report), on disk until their report
+//! is stored.
 //!
 //! An alert is accepted only once its entry is written (atomically) to `STORE/inbox/`; a worker
 //! diagnoses it, stores the report and only then removes the entry. A service that stops or
@@ -28,33 +29,32 @@ use crate::store::{ReportStore, StoreError};
 /// The inbox entry format this build writes and reads.
 pub const ENTRY_FORMAT_VERSION: u32 = 1;
 
-/// One accepted alert, as written to the inbox.
+/// One accepted alert group, as written to the inbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// The entry's format version.
     pub format_version: u32,
-    /// The report id the alert will be stored under.
+    /// The report id the group will be stored under.
     pub id: String,
     /// When the service accepted it (Unix milliseconds).
     pub received_at_ms: i64,
-    /// The notification, reduced to this one alert.
+    /// The notification, reduced to the group's firing alerts (an entry of an earlier build
+    /// carries one alert: a group of one).
     pub payload: WebhookPayload,
 }
 
 impl Entry {
-    /// The entry for `alert` of `payload`, accepted now.
-    pub fn new(id: String, payload: &WebhookPayload, alert: &Alert) -> Entry {
-        let mut payload = payload.clone();
-        payload.alerts = vec![alert.clone()];
+    /// The entry for the alert group `group` (see [`WebhookPayload::groups`]), accepted now.
+    pub fn new(id: String, group: &WebhookPayload) -> Entry {
         Entry {
             format_version: ENTRY_FORMAT_VERSION,
             id,
             received_at_ms: now_ms(),
-            payload,
+            payload: group.clone(),
         }
     }
 
-    /// The alert it carries.
+    /// The group's first alert.
     pub fn alert(&self) -> Option<&Alert> {
         self.payload.alerts.first()
     }
@@ -225,7 +225,7 @@ impl Inbox {
                     } else {
                         Err(format!(
                             "format_version {} with {} alerts; this build reads version \
-                             {ENTRY_FORMAT_VERSION} with one",
+                             {ENTRY_FORMAT_VERSION} with at least one",
                             e.format_version,
                             e.payload.alerts.len()
                         ))
@@ -435,7 +435,7 @@ mod tests {
     fn entry(id: &str) -> Entry {
         let payload =
             WebhookPayload::parse(crate::alert::tests::SAMPLE.as_bytes()).expect("sample");
-        Entry::new(id.into(), &payload, &payload.alerts[0])
+        Entry::new(id.into(), &payload)
     }
 
     #[tokio::test]

@@ -1,11 +1,12 @@
 //! An example service that diagnoses Alertmanager alerts.
 //!
-//! `POST /alerts` takes a webhook notification (payload version 4); every firing alert is
-//! written to an on-disk inbox and answered with 202, then becomes an incident (detected at
-//! `startsAt`, over a configurable lookback before it, the component from a configurable
-//! label) that a worker diagnoses with the library's pipeline over the configured telemetry.
-//! Reports are stored, redacted, one file per alert (`GET /reports/{id}`); an alert sent again
-//! is grouped with the first (one report per alert). The inbox is bounded (429 with
+//! `POST /alerts` takes a webhook notification (payload version 4); its alert group, when
+//! firing, is written to an on-disk inbox and answered with 202, then becomes an incident
+//! (detected at the earliest `startsAt`, over a configurable lookback before it, the component
+//! from a configurable label) that a worker diagnoses with the library's pipeline over the
+//! configured telemetry. Reports are stored, redacted, one file per alert group
+//! (`GET /reports/{id}`); the group notified again is grouped with the first (one report per
+//! group), and its resolution is recorded beside the report. The inbox is bounded (429 with
 //! `Retry-After` beyond it, nothing dropped), survives restarts, bodies are bounded (413), bad
 //! payloads get a 4xx with a JSON error body, and shutdown lets in-flight requests finish.
 //! [`load`] drives the service with a burst of good and bad alerts and measures it.
@@ -46,8 +47,11 @@ pub struct Service {
 
 impl Service {
     /// Opens the inbox under `config.store_dir` (queuing what an earlier run left there) and
-    /// starts `config.max_concurrent` workers. Needs a Tokio runtime.
+    /// starts `config.max_concurrent` workers. Needs a Tokio runtime. With an OTLP buffer in
+    /// `sources` (`data.otlp`), the OTLP/HTTP routes are served too.
     pub async fn start(config: &ServiceConfig, sources: Sources) -> Result<Service, StoreError> {
+        #[cfg(feature = "otlp")]
+        let sources_otlp = sources.otlp.clone();
         let diagnoser = Arc::new(Diagnoser::new(
             config,
             sources,
@@ -74,8 +78,18 @@ impl Service {
             retry_after,
             Duration::from_secs(config.max_wait_seconds),
         );
+        #[allow(unused_mut)]
+        let mut routes = router(state, config.max_body_bytes);
+        #[cfg(feature = "otlp")]
+        if let Some(buffer) = &sources_otlp {
+            let intake = rca_tools::otlp::OtlpIntake::new(
+                Arc::clone(buffer) as Arc<dyn rca_tools::otlp::TelemetrySink>,
+                rca_tools::otlp::OtlpLimits::default(),
+            );
+            routes = routes.merge(rca_tools::otlp::router(Arc::new(intake)));
+        }
         Ok(Service {
-            router: router(state, config.max_body_bytes),
+            router: routes,
             inbox,
             workers,
             recovered,
@@ -92,7 +106,7 @@ impl Service {
         &self.inbox
     }
 
-    /// How many accepted alerts an earlier run had left in the inbox.
+    /// How many accepted alert groups an earlier run had left in the inbox.
     pub fn recovered(&self) -> usize {
         self.recovered
     }

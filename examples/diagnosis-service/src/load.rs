@@ -41,7 +41,7 @@ pub enum LoadError {
 /// What to send.
 #[derive(Debug, Clone)]
 pub struct LoadPlan {
-    /// Notifications sent in all (one alert each).
+    /// Notifications sent in all (one alert group of one alert each).
     pub sends: usize,
     /// Notifications sent at once, as one burst.
     pub burst: usize,
@@ -203,8 +203,8 @@ enum SendKind {
 fn notification(index: usize, alert_time: Timestamp, padding: usize) -> String {
     let pad = "x".repeat(padding);
     format!(
-        r#"{{"version":"4","groupKey":"{{}}:{{alertname=\"LoadTest\"}}","status":"firing",
-            "receiver":"rca","groupLabels":{{"alertname":"LoadTest"}},"commonLabels":{{}},
+        r#"{{"version":"4","groupKey":"{{}}:{{alertname=\"LoadTest\", n=\"{index}\"}}","status":"firing",
+            "receiver":"rca","groupLabels":{{"alertname":"LoadTest","n":"{index}"}},"commonLabels":{{}},
             "commonAnnotations":{{}},"alerts":[{{"status":"firing",
             "labels":{{"alertname":"LoadTest","service":"web","n":"{index}"}},
             "annotations":{{"summary":"load test alert {index}","pad":"{pad}"}},

@@ -1,9 +1,34 @@
-//! Stored reports: one JSON file per report, written atomically and durably (a synced temp
-//! file, renamed).
+//! Stored reports: one JSON file per report (one per alert group), written atomically and
+//! durably (a synced temp file, renamed); a group's resolution in `resolved/<id>.json` beside
+//! them.
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+use crate::alert::Alert;
 use crate::diagnosis::{REPORT_FORMAT_VERSION, StoredReport, sanitize};
+
+/// The folder of resolution records inside the store.
+pub const RESOLVED_DIR: &str = "resolved";
+
+/// The resolution record format this build writes and reads.
+pub const RESOLUTION_FORMAT_VERSION: u32 = 1;
+
+/// An alert group's resolution, as Alertmanager reported it (`status: resolved`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// The record's format version.
+    pub format_version: u32,
+    /// The report id of the group's episode.
+    pub id: String,
+    /// When the service received the resolved notification (Unix milliseconds).
+    pub received_at_ms: i64,
+    /// The latest `endsAt` of the group's alerts (RFC 3339), as Alertmanager sent it.
+    pub ends_at: String,
+    /// The group's alerts in the resolved notification, redacted.
+    pub alerts: Vec<Alert>,
+}
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -70,12 +95,70 @@ impl ReportStore {
         Ok(path)
     }
 
+    fn resolution_path(&self, id: &str) -> PathBuf {
+        self.dir
+            .join(RESOLVED_DIR)
+            .join(format!("{}.json", sanitize(id)))
+    }
+
+    /// Records a group's resolution (atomically and durably), unless one is recorded already;
+    /// true when this call wrote it.
+    pub async fn put_resolution(&self, resolution: &Resolution) -> Result<bool, StoreError> {
+        let path = self.resolution_path(&resolution.id);
+        let io = |e: std::io::Error| StoreError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        if tokio::fs::try_exists(&path).await.map_err(io)? {
+            return Ok(false);
+        }
+        let text = serde_json::to_vec_pretty(resolution).map_err(|e| StoreError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        tokio::fs::create_dir_all(self.dir.join(RESOLVED_DIR))
+            .await
+            .map_err(io)?;
+        crate::inbox::write_durably(&path, text).await.map_err(io)?;
+        Ok(true)
+    }
+
+    /// The resolution recorded for `id`, if any; an unknown format version is an error.
+    pub async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StoreError> {
+        let path = self.resolution_path(id);
+        let bad = |message: String| StoreError::Io {
+            path: path.display().to_string(),
+            message,
+        };
+        let bytes = match tokio::fs::read(&path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(bad(e.to_string())),
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        let found = value
+            .get("format_version")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        if found != u64::from(RESOLUTION_FORMAT_VERSION) {
+            return Err(bad(format!(
+                "format_version {found} is not supported; this build reads \
+                 {RESOLUTION_FORMAT_VERSION}"
+            )));
+        }
+        serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| bad(e.to_string()))
+    }
+
     /// Whether a report with this id is stored.
     pub async fn exists(&self, id: &str) -> bool {
         tokio::fs::try_exists(self.path(id)).await.unwrap_or(false)
     }
 
-    /// Reads a report; an unknown format version is an error, never a misread.
+    /// Reads a report, with the group's resolution when one is recorded; an unknown format
+    /// version is an error, never a misread.
     pub async fn get(&self, id: &str) -> Result<StoredReport, StoreError> {
         let path = self.path(id);
         let bytes = match tokio::fs::read(&path).await {
@@ -106,7 +189,10 @@ impl ReportStore {
                 found,
             });
         }
-        serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+        let mut report: StoredReport =
+            serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        report.resolution = self.resolution(id).await?;
+        Ok(report)
     }
 
     /// The ids of the stored reports, sorted.
@@ -124,7 +210,11 @@ impl ReportStore {
         };
         while let Ok(Some(entry)) = entries.next_entry().await {
             let name = entry.file_name().to_string_lossy().to_string();
-            if let Some(id) = name.strip_suffix(".json").filter(|n| !n.starts_with('.')) {
+            let is_file = entry.file_type().await.is_ok_and(|t| t.is_file());
+            if let Some(id) = name
+                .strip_suffix(".json")
+                .filter(|n| is_file && !n.starts_with('.'))
+            {
                 ids.push(id.to_string());
             }
         }
@@ -158,6 +248,22 @@ mod tests {
             store.get("broken").await,
             Err(StoreError::Io { .. })
         ));
+        assert_eq!(store.ids().await.unwrap(), vec!["broken", "future"]);
+        // Resolutions: none, then the first one recorded is kept.
+        assert_eq!(store.resolution("r").await.unwrap(), None);
+        let resolution = |ends_at: &str| Resolution {
+            format_version: RESOLUTION_FORMAT_VERSION,
+            id: "r".into(),
+            received_at_ms: 1,
+            ends_at: ends_at.into(),
+            alerts: Vec::new(),
+        };
+        assert!(store.put_resolution(&resolution("first")).await.unwrap());
+        assert!(!store.put_resolution(&resolution("second")).await.unwrap());
+        assert_eq!(
+            store.resolution("r").await.unwrap(),
+            Some(resolution("first"))
+        );
         assert_eq!(store.ids().await.unwrap(), vec!["broken", "future"]);
     }
 }

@@ -1,5 +1,5 @@
-//! The workers: each takes an accepted alert from the inbox, diagnoses it, stores the report
-//! and only then removes the alert from the inbox.
+//! The workers: each takes an accepted alert group from the inbox, diagnoses it, stores the
+//! report and only then removes the group from the inbox.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,14 +91,14 @@ impl Workers {
 /// the report, then removes the entry from the inbox. A report that cannot be stored leaves
 /// the entry in the inbox for the next start.
 async fn handle(context: &WorkerContext, entry: Entry) {
-    let Some(alert) = entry.alert() else {
-        // `Inbox` only queues entries with their alert.
+    if entry.alert().is_none() {
+        // `Inbox` only queues entries with their alerts.
         let _ = context
             .inbox
             .finish(&entry, Some("the entry carries no alert".into()))
             .await;
         return;
-    };
+    }
     // Stored by an earlier run that stopped before removing the entry: done already.
     if context.store.exists(&entry.id).await {
         if let Err(e) = context.inbox.finish(&entry, None).await {
@@ -108,7 +108,7 @@ async fn handle(context: &WorkerContext, entry: Entry) {
     }
     let mut attempt = 1;
     let outcome = loop {
-        match context.diagnoser.diagnose(&entry.payload, alert).await {
+        match context.diagnoser.diagnose(&entry.payload).await {
             Err(DiagnosisError::Failed { message, .. }) if attempt < DIAGNOSIS_ATTEMPTS => {
                 tracing::warn!(id = %entry.id, attempt, %message, "diagnosis failed; trying again");
                 attempt += 1;
@@ -119,8 +119,10 @@ async fn handle(context: &WorkerContext, entry: Entry) {
     };
     let failure = match outcome {
         Ok(mut report) => {
-            // The id the inbox, the grouping and the waiters know (redaction never renames it).
+            // The id the inbox, the grouping and the waiters know (computed before redaction,
+            // which could change the group key it hashes).
             report.id = entry.id.clone();
+            report.incident.id = entry.id.clone();
             report.received_at_ms = Some(entry.received_at_ms);
             report.reported_at_ms = Some(now_ms());
             match context.store.put(&report).await {

@@ -127,7 +127,7 @@ fn payload_with(version: &str, alerts: usize, fingerprint: &str) -> String {
         list.push(resolved.to_string());
     }
     format!(
-        r#"{{"version":"{version}","groupKey":"{{}}:{{alertname=\"HighLatency\"}}","truncatedAlerts":0,
+        r#"{{"version":"{version}","groupKey":"{{}}:{{alertname=\"HighLatency\", fp=\"{fingerprint}\"}}","truncatedAlerts":0,
             "status":"firing","receiver":"rca","groupLabels":{{"alertname":"HighLatency"}},
             "commonLabels":{{"alertname":"HighLatency"}},"commonAnnotations":{{}},
             "externalURL":"http://alertmanager:9093","alerts":[{}]}}"#,
@@ -194,6 +194,105 @@ async fn diagnoses_stores_and_serves_reports() {
     assert_eq!(again["duplicates"], serde_json::json!([id]));
     let listed: serde_json::Value = get_json(format!("{}/reports", server.base)).await;
     assert_eq!(listed["reports"], serde_json::json!([id]));
+}
+
+/// A hand-written group in Alertmanager's shape: two firing alerts are one report; the group
+/// notified again with a third alert joining is the same report; its resolution is recorded
+/// once, redacted, and shown with the report; a resolution of an unknown group is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_report_per_alert_group_and_its_resolution() {
+    let server = start(2, 8, None, None).await;
+    let alert = |status: &str, path: &str, starts: &str, ends: &str| {
+        format!(
+            r#"{{"status":"{status}","labels":{{"alertname":"HighLatency","service":"web","path":"{path}",
+                "url":"http://admin:s3cr3tpw@grafana.internal/d/1"}},"annotations":{{"summary":"slow"}},
+                "startsAt":"{starts}","endsAt":"{ends}","fingerprint":"fp{path}"}}"#
+        )
+    };
+    let group = |status: &str, key: &str, alerts: Vec<String>| {
+        format!(
+            r#"{{"version":"4","groupKey":"{{}}:{{service=\"{key}\"}}","status":"{status}","receiver":"rca",
+                "groupLabels":{{"service":"{key}"}},"commonLabels":{{}},"commonAnnotations":{{}},
+                "alerts":[{}]}}"#,
+            alerts.join(",")
+        )
+    };
+    let zero = "0001-01-01T00:00:00Z";
+    let later = "2024-05-01T10:16:00Z";
+    let first = group(
+        "firing",
+        "web",
+        vec![
+            alert("firing", "a", START, zero),
+            alert("firing", "b", START, zero),
+        ],
+    );
+    let response = post(&server.base, first).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["accepted"].as_array().unwrap().len(), 1, "{body}");
+    let id = body["accepted"][0].as_str().unwrap().to_string();
+    let report = &body["reports"][0];
+    assert_eq!(
+        report["alert"]["fingerprints"],
+        serde_json::json!(["fpa", "fpb"])
+    );
+    assert_eq!(report["alert"]["component"], "web");
+    let description = report["incident"]["description"].as_str().unwrap();
+    assert!(
+        description.contains("2 alerts in the group"),
+        "{description}"
+    );
+    assert!(!report.to_string().contains("s3cr3tpw"));
+
+    // Notified again, with one more alert: the same report.
+    let again = group(
+        "firing",
+        "web",
+        vec![
+            alert("firing", "a", START, zero),
+            alert("firing", "b", START, zero),
+            alert("firing", "c", later, zero),
+        ],
+    );
+    let again: serde_json::Value = post_to(&format!("{}/alerts", server.base), again)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["accepted"], serde_json::json!([]));
+    assert_eq!(again["duplicates"], serde_json::json!([id]));
+
+    // Resolved: recorded once, shown with the report, redacted on disk.
+    let resolved = group(
+        "resolved",
+        "web",
+        vec![
+            alert("resolved", "a", START, later),
+            alert("resolved", "b", START, "2024-05-01T10:17:00Z"),
+            alert("resolved", "c", later, later),
+        ],
+    );
+    let url = format!("{}/alerts", server.base);
+    let answer: serde_json::Value = post_to(&url, resolved.clone()).await.json().await.unwrap();
+    assert_eq!(answer["resolved"], serde_json::json!([id]), "{answer}");
+    let answer: serde_json::Value = post_to(&url, resolved).await.json().await.unwrap();
+    assert_eq!(answer["resolved"], serde_json::json!([]));
+    assert_eq!(answer["duplicates"], serde_json::json!([id]));
+    let fetched = get_json(format!("{}/reports/{id}", server.base)).await;
+    assert_eq!(fetched["resolution"]["ends_at"], "2024-05-01T10:17:00Z");
+    assert_eq!(fetched["resolution"]["alerts"].as_array().unwrap().len(), 3);
+    let on_disk =
+        std::fs::read_to_string(server.store.path().join(format!("resolved/{id}.json"))).unwrap();
+    assert!(!on_disk.contains("s3cr3tpw"), "{on_disk}");
+    let listed = get_json(format!("{}/reports", server.base)).await;
+    assert_eq!(listed["reports"], serde_json::json!([id]));
+
+    // A group the service never saw firing: nothing is recorded.
+    let unknown = group("resolved", "db", vec![alert("resolved", "a", START, later)]);
+    let answer: serde_json::Value = post_to(&url, unknown).await.json().await.unwrap();
+    assert_eq!(answer["resolved"], serde_json::json!([]));
+    assert_eq!(answer["skipped"][0]["reason"], "resolved");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -411,4 +510,413 @@ async fn diagnoses_over_a_real_prometheus() {
     let json: serde_json::Value = response.json().await.unwrap();
     let report = &json["reports"][0]["report"];
     assert_eq!(report["candidates"][0]["component"], "svc-a", "{json}");
+}
+
+/// The whole path on real servers (`bash scripts/services.sh start`): values pushed to the
+/// Pushgateway, scraped by Prometheus, whose rule fires; Alertmanager groups the alerts per
+/// (alertname, instance) and posts each group to the service listening on the webhook's port;
+/// the service diagnoses over Prometheus and stores one redacted report per group; the values
+/// pushed back to 0 resolve the alerts, and the resolutions are recorded.
+#[cfg(feature = "prometheus")]
+mod alertmanager {
+    use super::*;
+    use example_diagnosis_service::DataConfig;
+
+    /// What `scripts/services.sh start` writes to `.services/env` for this test.
+    struct Env {
+        prometheus: String,
+        pushgateway: String,
+        webhook: String,
+        metric: String,
+        alertname: String,
+    }
+
+    /// The environment, or `None` (the test skips) when it is not set and `RCA_REQUIRE_ALL`
+    /// is not either.
+    fn env() -> Option<Env> {
+        let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let names = [
+            "RCA_PROMETHEUS_URL",
+            "RCA_PUSHGATEWAY_URL",
+            "RCA_ALERT_WEBHOOK_URL",
+            "RCA_ALERT_TEST_METRIC",
+            "RCA_ALERT_TEST_ALERTNAME",
+        ];
+        let missing: Vec<&str> = names.iter().copied().filter(|n| get(n).is_none()).collect();
+        if !missing.is_empty() {
+            assert!(
+                std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                "{} not set: run `bash scripts/services.sh start; source .services/env` \
+                 (RCA_REQUIRE_ALL is set)",
+                missing.join(", ")
+            );
+            eprintln!(
+                "skipping: {} not set (run `bash scripts/services.sh start; source .services/env`)",
+                missing.join(", ")
+            );
+            return None;
+        }
+        let value = |n: &str| get(n).unwrap_or_default();
+        Some(Env {
+            prometheus: value("RCA_PROMETHEUS_URL"),
+            pushgateway: value("RCA_PUSHGATEWAY_URL"),
+            webhook: value("RCA_ALERT_WEBHOOK_URL"),
+            metric: value("RCA_ALERT_TEST_METRIC"),
+            alertname: value("RCA_ALERT_TEST_ALERTNAME"),
+        })
+    }
+
+    /// Replaces the Pushgateway group of `instance` (job `rca-e2e`) with two series of
+    /// `metric` at `value`; one carries a secret in a label, which reaches the alert.
+    async fn push(client: &reqwest::Client, env: &Env, instance: &str, value: f64) {
+        let body = format!(
+            "{m}{{path=\"/checkout\",url=\"http://admin:s3cr3tpw@grafana.internal/d/1\"}} {value}\n\
+             {m}{{path=\"/search\"}} {value}\n",
+            m = env.metric
+        );
+        let url = format!(
+            "{}/metrics/job/rca-e2e/instance/{instance}",
+            env.pushgateway
+        );
+        let response = client.put(&url).body(body).send().await.unwrap();
+        assert!(
+            response.status().is_success(),
+            "PUT {url}: {}",
+            response.status()
+        );
+    }
+
+    /// The stored reports, by the instance their group is about.
+    async fn reports_by_instance(
+        client: &reqwest::Client,
+        base: &str,
+    ) -> std::collections::BTreeMap<String, Vec<serde_json::Value>> {
+        let mut out: std::collections::BTreeMap<String, Vec<serde_json::Value>> =
+            Default::default();
+        let listed: serde_json::Value = client
+            .get(format!("{base}/reports"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for id in listed["reports"].as_array().cloned().unwrap_or_default() {
+            let id = id.as_str().unwrap_or_default();
+            let response = client
+                .get(format!("{base}/reports/{id}"))
+                .send()
+                .await
+                .unwrap();
+            if response.status() != 200 {
+                continue;
+            }
+            let report: serde_json::Value = response.json().await.unwrap();
+            let instance = report["alert"]["component"].as_str().unwrap_or_default();
+            out.entry(instance.to_string()).or_default().push(report);
+        }
+        out
+    }
+
+    /// Every file under `dir`, read as text.
+    fn all_files(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(all_files(&path));
+            } else {
+                out.push((
+                    path.clone(),
+                    std::fs::read_to_string(&path).unwrap_or_default(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Polls `check` every 250 ms until it returns `Some`, for at most `limit`.
+    async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(found) = check().await {
+                return found;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: not within {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn alertmanager_groups_reach_the_service_and_resolve() {
+        let Some(env) = env() else { return };
+        let webhook = reqwest::Url::parse(&env.webhook).unwrap();
+        assert_eq!(
+            webhook.path(),
+            "/alerts",
+            "the webhook must be the service's alert path"
+        );
+        let addr = format!(
+            "{}:{}",
+            webhook.host_str().unwrap(),
+            webhook.port_or_known_default().unwrap()
+        );
+        let store = tempfile::tempdir().unwrap();
+        let mut config = ServiceConfig::new(store.path());
+        config.component_label = "instance".into();
+        config.scope_labels = vec!["job".into()];
+        config.min_modalities = 1;
+        config.lookback_minutes = 2;
+        config.current_minutes = 1;
+        config.data = DataConfig {
+            prometheus_url: Some(env.prometheus.clone()),
+            prometheus_step_seconds: Some(1),
+            ..DataConfig::default()
+        };
+        config.validate().unwrap();
+        let sources = Sources::open(&config.data, &config.component_label).unwrap();
+        let service = Service::start(&config, sources).await.unwrap();
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .unwrap_or_else(|e| panic!("cannot listen on the webhook's address {addr}: {e}"));
+        let base = format!("http://{addr}");
+        let server = tokio::spawn(serve(listener, service.router(), std::future::pending()));
+
+        // Two groups (one per instance), each of two alerts (one per path); unique per run.
+        let run = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        );
+        let instances = [format!("e2e-{run}-a"), format!("e2e-{run}-b")];
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        // Healthy first, so that the incident window (which ends where the alert starts) holds
+        // samples of the series: the rule would fire on the first scrape of a bad value.
+        for instance in &instances {
+            push(&client, &env, instance, 0.0).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for instance in &instances {
+            push(&client, &env, instance, 0.9).await;
+        }
+
+        // Prometheus fires, Alertmanager groups and posts, the service diagnoses.
+        let reports = wait_until(Duration::from_secs(60), "a report per group", || {
+            let (client, base, instances) = (&client, &base, &instances);
+            async move {
+                let by = reports_by_instance(client, base).await;
+                instances.iter().all(|i| by.contains_key(i)).then_some(by)
+            }
+        })
+        .await;
+        for instance in &instances {
+            let report = &reports[instance][0];
+            assert_eq!(report["alert"]["name"], env.alertname.as_str());
+            let key = report["alert"]["group_key"].as_str().unwrap();
+            assert!(key.contains(instance.as_str()), "{key}");
+            // Both paths' alerts are in the group.
+            assert_eq!(
+                report["alert"]["fingerprints"].as_array().unwrap().len(),
+                2,
+                "{report}"
+            );
+            // The metrics explorer read the (job-scoped) samples from Prometheus.
+            let trajectory = report["trajectory"].to_string();
+            let read: usize = trajectory
+                .split("metrics analyzer over ")
+                .skip(1)
+                .filter_map(|rest| rest.split(' ').next().and_then(|n| n.parse::<usize>().ok()))
+                .max()
+                .unwrap_or(0);
+            assert!(read > 0, "no metric samples read: {trajectory}");
+        }
+
+        // Back to 0: the alerts resolve and each group's resolution is recorded.
+        for instance in &instances {
+            push(&client, &env, instance, 0.0).await;
+        }
+        let resolved = wait_until(Duration::from_secs(60), "the resolutions", || {
+            let (client, base, instances) = (&client, &base, &instances);
+            async move {
+                let by = reports_by_instance(client, base).await;
+                instances
+                    .iter()
+                    .all(|i| {
+                        by.get(i)
+                            .is_some_and(|r| r.iter().all(|r| r["resolution"].is_object()))
+                    })
+                    .then_some(by)
+            }
+        })
+        .await;
+        for instance in &instances {
+            // Exactly one report per group, through firing, any repeat and the resolution.
+            assert_eq!(
+                resolved[instance].len(),
+                1,
+                "{instance}: {:?}",
+                resolved[instance]
+            );
+            let resolution = &resolved[instance][0]["resolution"];
+            assert_eq!(
+                resolution["alerts"].as_array().unwrap().len(),
+                2,
+                "{resolution}"
+            );
+            assert!(!resolution["ends_at"].as_str().unwrap().starts_with("0001"));
+        }
+        // Nothing stored (reports, resolutions, the inbox) holds the secret.
+        for (path, text) in all_files(store.path()) {
+            assert!(
+                !text.contains("s3cr3tpw"),
+                "{} is not redacted",
+                path.display()
+            );
+        }
+        for instance in &instances {
+            let url = format!(
+                "{}/metrics/job/rca-e2e/instance/{instance}",
+                env.pushgateway
+            );
+            let _ = client.delete(url).send().await;
+        }
+        server.abort();
+        service.stop(Duration::from_secs(10)).await;
+    }
+}
+
+/// OpenTelemetry into the service: the shop of `rca-cli/tests/otel/shop.py`, instrumented with
+/// the real OpenTelemetry Python SDK (installed from PyPI by scripts/fetch-otel.sh), exports to
+/// the service's own address; an alert on the shop's front end is then diagnosed over what was
+/// received, and names the broken service.
+#[cfg(feature = "otlp")]
+mod otlp {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn repo_root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    /// The SDK's PYTHONPATH; `None` (skip) when it cannot be installed and `RCA_REQUIRE_ALL`
+    /// is unset.
+    fn otel_python() -> Option<String> {
+        let out = std::process::Command::new("bash")
+            .arg(repo_root().join("scripts/fetch-otel.sh"))
+            .output()
+            .expect("bash runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match stdout.lines().find_map(|l| l.strip_prefix("PYTHONPATH=")) {
+            Some(p) if out.status.success() => Some(p.to_string()),
+            _ => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                    "the OpenTelemetry SDK could not be installed (RCA_REQUIRE_ALL is set): {why}"
+                );
+                eprintln!("skipping: the OpenTelemetry SDK could not be installed: {why}");
+                None
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn otlp_exports_feed_the_diagnosis_of_an_alert() {
+        let Some(python_path) = otel_python() else {
+            return;
+        };
+        let store = Arc::new(tempfile::tempdir().unwrap());
+        let mut config = ServiceConfig::new(store.path());
+        config.data.otlp = true;
+        config.validate().unwrap();
+        let sources = Sources::open(&config.data, &config.component_label).unwrap();
+        let service = Service::start(&config, sources).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, service.router(), async move {
+            let _ = stopped.await;
+        }));
+
+        let shop_base = base.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("python3")
+                .env("PYTHONPATH", python_path)
+                .arg(repo_root().join("rca-cli/tests/otel/shop.py"))
+                .args([shop_base.as_str(), "stock", "slow", "300"])
+                .output()
+                .expect("python3 runs")
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let made: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stats = get_json(format!("{base}/otlp/stats")).await;
+        assert_eq!(stats["spans"], made["spans"], "{stats} {made}");
+        assert_eq!(stats["logs"], made["logs"], "{stats} {made}");
+
+        // The alert fires now, on the front end: its latency rose.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let starts_at = Timestamp::from_nanos(i64::try_from(now.as_nanos()).unwrap()).to_string();
+        let payload = serde_json::json!({
+            "version": "4",
+            "groupKey": "{}:{alertname=\"FrontendSlow\"}",
+            "status": "firing",
+            "receiver": "rca",
+            "groupLabels": {"alertname": "FrontendSlow"},
+            "commonLabels": {"alertname": "FrontendSlow", "service": "frontend"},
+            "commonAnnotations": {},
+            "externalURL": "http://alertmanager:9093",
+            "truncatedAlerts": 0,
+            "alerts": [{
+                "status": "firing",
+                "labels": {"alertname": "FrontendSlow", "service": "frontend"},
+                "annotations": {"summary": "p99 latency of the front end above 500 ms"},
+                "startsAt": starts_at,
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "http://prometheus:9090/graph",
+                "fingerprint": "0f0e0d0c0b0a0908"
+            }]
+        });
+        let response = post(&base, payload.to_string()).await;
+        assert_eq!(response.status(), 200);
+        let body: serde_json::Value = response.json().await.unwrap();
+        let report = &body["reports"][0];
+        assert_eq!(
+            report["report"]["candidates"][0]["component"],
+            "stock",
+            "{}",
+            serde_json::to_string_pretty(&report["report"]["candidates"]).unwrap()
+        );
+        let modalities: std::collections::BTreeSet<&str> = report["report"]["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["modality"].as_str())
+            .collect();
+        assert!(modalities.contains("traces"), "{modalities:?}");
+
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
+        service.stop(Duration::from_secs(5)).await;
+    }
 }
