@@ -14,9 +14,10 @@ use futures::StreamExt;
 
 use super::{OtlpError, OtlpIntake, OtlpReply, Signal};
 
-/// The router of an intake. Bodies are read up to the intake's body limit (a longer one is
-/// refused with 413, see [`read_body`]), within a minute; decoding and storing run on the
-/// blocking pool.
+/// The router of an intake. Bodies are read up to the intake's body limit within a minute; a
+/// longer one is refused with 413 once read out and discarded (up to four times the limit,
+/// so that a sender still writing hears the answer; past that, or declared longer, at once).
+/// Decoding and storing run on the blocking pool.
 pub fn router(intake: Arc<OtlpIntake>) -> Router {
     Router::new()
         .route("/v1/traces", post(traces))
