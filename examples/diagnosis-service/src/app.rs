@@ -118,14 +118,44 @@ async fn receive(
     let mut skipped = Vec::new();
     let mut resolved_groups = Vec::new();
     for mut group in payload.groups() {
-        let id = match state.diagnoser.group_id(&group) {
+        let mut id = match state.diagnoser.group_id(&group) {
             Ok(id) => id,
             Err(e @ DiagnosisError::BadAlert { .. }) => {
                 return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
             }
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
-        if !group.alerts.iter().any(Alert::is_firing) {
+        let firing = group.alerts.iter().any(Alert::is_firing);
+        // An Alertmanager group keeps the report of its open episode, even when the alert
+        // that started it resolves before the others: the episode is recorded under the
+        // group's key and ends with the group's resolution.
+        if !group.group_key.is_empty() {
+            let key = id
+                .split_once('-')
+                .map_or(id.as_str(), |(k, _)| k)
+                .to_string();
+            match state.store.current_episode(&key).await {
+                Ok(Some(open)) => id = open,
+                Ok(None) if firing => {
+                    if let Err(e) = state.store.open_episode(&key, &id).await {
+                        return retry_later(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("the alert group could not be recorded: {e}"),
+                            state.retry_after,
+                        );
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return retry_later(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the alert group's episode could not be read: {e}"),
+                        state.retry_after,
+                    );
+                }
+            }
+        }
+        if !firing {
             resolved_groups.push((id, group));
             continue;
         }

@@ -12,6 +12,10 @@ use crate::diagnosis::{REPORT_FORMAT_VERSION, StoredReport, sanitize};
 /// The folder of resolution records inside the store.
 pub const RESOLVED_DIR: &str = "resolved";
 
+/// The folder of open-episode records inside the store: `episodes/<group>` holds the report id
+/// of the group's episode until that episode's resolution is recorded.
+pub const EPISODES_DIR: &str = "episodes";
+
 /// The resolution record format this build writes and reads.
 pub const RESOLUTION_FORMAT_VERSION: u32 = 1;
 
@@ -150,6 +154,55 @@ impl ReportStore {
         serde_json::from_value(value)
             .map(Some)
             .map_err(|e| bad(e.to_string()))
+    }
+
+    fn episode_path(&self, group: &str) -> PathBuf {
+        self.dir.join(EPISODES_DIR).join(sanitize(group))
+    }
+
+    /// The report id of `group`'s open episode: the one recorded by
+    /// [`ReportStore::open_episode`], unless its resolution has been recorded since.
+    pub async fn current_episode(&self, group: &str) -> Result<Option<String>, StoreError> {
+        let path = self.episode_path(group);
+        let id = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => text.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        // Anything but a report id of a group (`<16 hex digits>-<Unix ms>`) is a damaged
+        // record: the group starts a new episode, which replaces it.
+        let well_formed = id.split_once('-').is_some_and(|(key, ms)| {
+            key.len() == 16
+                && key.bytes().all(|b| b.is_ascii_hexdigit())
+                && !ms.is_empty()
+                && ms.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !well_formed || self.resolution(&id).await?.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(id))
+    }
+
+    /// Records `id` as `group`'s open episode (atomically and durably): later notifications of
+    /// the group are answered with it until its resolution is recorded, whichever of the
+    /// group's alerts they carry.
+    pub async fn open_episode(&self, group: &str, id: &str) -> Result<(), StoreError> {
+        let path = self.episode_path(group);
+        let io = |e: std::io::Error| StoreError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        tokio::fs::create_dir_all(self.dir.join(EPISODES_DIR))
+            .await
+            .map_err(io)?;
+        crate::inbox::write_durably(&path, id.as_bytes().to_vec())
+            .await
+            .map_err(io)
     }
 
     /// Whether a report with this id is stored.

@@ -295,6 +295,80 @@ async fn one_report_per_alert_group_and_its_resolution() {
     assert_eq!(answer["skipped"][0]["reason"], "resolved");
 }
 
+/// The alert that started a group resolves while another fires on: the group's notifications
+/// (first with it resolved, then without it) keep the report, and the group's resolution is
+/// recorded on it. The group firing again afterwards is a new episode, with a new report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_keeps_its_report_when_its_first_alert_resolves_first() {
+    let server = start(2, 8, None, None).await;
+    let alert = |status: &str, path: &str, starts: &str, ends: &str| {
+        format!(
+            r#"{{"status":"{status}","labels":{{"alertname":"HighLatency","service":"web","path":"{path}"}},
+                "annotations":{{}},"startsAt":"{starts}","endsAt":"{ends}","fingerprint":"fp{path}"}}"#
+        )
+    };
+    let group = |status: &str, alerts: Vec<String>| {
+        format!(
+            r#"{{"version":"4","groupKey":"{{}}:{{service=\"web\"}}","status":"{status}","receiver":"rca",
+                "groupLabels":{{"service":"web"}},"commonLabels":{{}},"commonAnnotations":{{}},
+                "alerts":[{}]}}"#,
+            alerts.join(",")
+        )
+    };
+    let (zero, second, gone) = (
+        "0001-01-01T00:00:00Z",
+        "2024-05-01T10:16:00Z",
+        "2024-05-01T10:18:00Z",
+    );
+    let url = format!("{}/alerts", server.base);
+    let send = |body: String| {
+        let url = url.clone();
+        async move {
+            let r = post_to(&url, body).await;
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let first = send(group(
+        "firing",
+        vec![
+            alert("firing", "a", START, zero),
+            alert("firing", "b", second, zero),
+        ],
+    ))
+    .await;
+    let id = first["accepted"][0].as_str().unwrap().to_string();
+    // a resolves, b fires on: the notification carries a as resolved, the next one not at all.
+    let a_resolved = send(group(
+        "firing",
+        vec![
+            alert("resolved", "a", START, second),
+            alert("firing", "b", second, zero),
+        ],
+    ))
+    .await;
+    assert_eq!(
+        a_resolved["accepted"],
+        serde_json::json!([]),
+        "{a_resolved}"
+    );
+    assert_eq!(a_resolved["duplicates"], serde_json::json!([id]));
+    let b_only = send(group("firing", vec![alert("firing", "b", second, zero)])).await;
+    assert_eq!(b_only["accepted"], serde_json::json!([]), "{b_only}");
+    assert_eq!(b_only["duplicates"], serde_json::json!([id]));
+    let done = send(group(
+        "resolved",
+        vec![alert("resolved", "b", second, gone)],
+    ))
+    .await;
+    assert_eq!(done["resolved"], serde_json::json!([id]), "{done}");
+    let fetched = get_json(format!("{}/reports/{id}", server.base)).await;
+    assert_eq!(fetched["resolution"]["ends_at"], gone);
+    // Firing again later: a new episode.
+    let again = send(group("firing", vec![alert("firing", "a", gone, zero)])).await;
+    let new_id = again["accepted"][0].as_str().unwrap_or_default();
+    assert!(!new_id.is_empty() && new_id != id, "{again}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_payloads_get_clear_json_errors() {
     let server = start(2, 8, None, None).await;
