@@ -14,7 +14,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use prost::Message;
-use rca_core::Timestamp;
 use serde::Serialize;
 
 use super::convert::{self, MetricConversion, SeriesMemory, TelemetryBatch};
@@ -160,13 +159,6 @@ impl std::fmt::Debug for OtlpIntake {
     }
 }
 
-fn now() -> Timestamp {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    Timestamp::from_nanos(nanos)
-}
-
 fn bad(message: impl std::fmt::Display) -> OtlpError {
     OtlpError::BadRequest {
         message: message.to_string(),
@@ -304,7 +296,7 @@ impl OtlpIntake {
             }
             Signal::Logs => {
                 let req: ExportLogsServiceRequest = decode(encoding, body)?;
-                let batch = convert::logs(&req, now());
+                let batch = convert::logs(&req, super::now());
                 self.keep(&batch)?;
                 let partial = (batch.rejected > 0).then(|| ExportLogsPartialSuccess {
                     rejected_log_records: batch.rejected as i64,

@@ -40,3 +40,11 @@ pub enum Signal {
     /// `/v1/metrics`.
     Metrics,
 }
+
+/// The current time (the receive time of records that carry none).
+pub(crate) fn now() -> rca_core::Timestamp {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    rca_core::Timestamp::from_nanos(nanos)
+}

@@ -1,7 +1,7 @@
 //! Where received telemetry goes: a [`TelemetrySink`] keeps a whole batch or none of it.
 //! [`IncidentDirSink`] appends to an incident directory that `rca diagnose` reads.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,9 @@ use crate::sources::incident::{
     FORMAT_VERSION, MANIFEST, METRICS_CSV_HEADER, Manifest, RangeText, SPANS_CSV_HEADER,
     TelemetryFiles, log_json_line, metric_csv_fields, span_csv_fields, write_manifest,
 };
-use crate::sources::{FileLogSource, FileMetricSource, FileTraceSource};
+use crate::sources::{
+    FileLogSource, FileMetricSource, FileTraceSource, distinct_components, distinct_series,
+};
 
 /// Keeps received telemetry. `store` keeps the whole batch or none of it: on an error nothing
 /// of the batch is visible, so the sender can send it again.
@@ -133,11 +135,7 @@ impl IncidentDirSink {
             }
             bytes += len;
         }
-        let now = Timestamp::from_nanos(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
-        );
+        let now = super::now();
         let (manifest, times) = match resumed {
             Some(m) => {
                 let times = Timestamp::parse_rfc3339(&m.window.start)
@@ -382,8 +380,7 @@ impl LogSource for TelemetryBuffer {
         let s = self.state.lock().map_err(|_| SourceError::Failed {
             message: "the telemetry buffer's lock is poisoned".into(),
         })?;
-        let set: BTreeSet<&str> = s.logs.iter().map(|r| r.component.as_str()).collect();
-        Ok(set.into_iter().map(str::to_string).collect())
+        Ok(distinct_components(&s.logs))
     }
 }
 
@@ -403,15 +400,7 @@ impl MetricSource for TelemetryBuffer {
         let s = self.state.lock().map_err(|_| SourceError::Failed {
             message: "the telemetry buffer's lock is poisoned".into(),
         })?;
-        let set: BTreeSet<(&str, &str)> = s
-            .metrics
-            .iter()
-            .map(|m| (m.component.as_str(), m.metric.as_str()))
-            .collect();
-        Ok(set
-            .into_iter()
-            .map(|(c, m)| (c.to_string(), m.to_string()))
-            .collect())
+        Ok(distinct_series(&s.metrics))
     }
 }
 

@@ -174,9 +174,16 @@ impl LogSource for FileLogSource {
     }
 
     async fn components(&self) -> Result<Vec<String>, SourceError> {
-        let set: BTreeSet<&str> = self.records.iter().map(|r| r.component.as_str()).collect();
-        Ok(set.into_iter().map(str::to_string).collect())
+        Ok(distinct_components(&self.records))
     }
+}
+
+/// The components of `records`, each once, in name order.
+pub(crate) fn distinct_components<'a>(
+    records: impl IntoIterator<Item = &'a LogRecord>,
+) -> Vec<String> {
+    let set: BTreeSet<&str> = records.into_iter().map(|r| r.component.as_str()).collect();
+    set.into_iter().map(str::to_string).collect()
 }
 
 /// Splits a plain line into its timestamp and the rest (the timestamp may be one token or a

@@ -133,16 +133,21 @@ impl MetricSource for FileMetricSource {
     }
 
     async fn series(&self) -> Result<Vec<(String, String)>, SourceError> {
-        let set: BTreeSet<(&str, &str)> = self
-            .samples
-            .iter()
-            .map(|s| (s.component.as_str(), s.metric.as_str()))
-            .collect();
-        Ok(set
-            .into_iter()
-            .map(|(c, m)| (c.to_string(), m.to_string()))
-            .collect())
+        Ok(distinct_series(&self.samples))
     }
+}
+
+/// The (component, metric) series of `samples`, each once, in order.
+pub(crate) fn distinct_series<'a>(
+    samples: impl IntoIterator<Item = &'a MetricSample>,
+) -> Vec<(String, String)> {
+    let set: BTreeSet<(&str, &str)> = samples
+        .into_iter()
+        .map(|s| (s.component.as_str(), s.metric.as_str()))
+        .collect();
+    set.into_iter()
+        .map(|(c, m)| (c.to_string(), m.to_string()))
+        .collect()
 }
 
 /// Picks the time column: among the candidates, the first whose first data row parses.

@@ -13,7 +13,11 @@ mod metrics;
 mod traces;
 
 pub use io::{DEFAULT_MAX_TELEMETRY_BYTES, ReadBudget, open_text, open_text_within, parse_time};
+#[cfg(feature = "otlp")]
+pub(crate) use logs::distinct_components;
 pub use logs::{FileLogSource, LogFormat, LogOptions, level_in};
+#[cfg(feature = "otlp")]
+pub(crate) use metrics::distinct_series;
 pub use metrics::{FileMetricSource, MetricLayout, MetricOptions};
 pub use traces::{FileTraceSource, SpanFormat};
 
