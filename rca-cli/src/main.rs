@@ -5,10 +5,14 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench_agents;
 mod bench_stability;
+#[cfg(feature = "ballista")]
+mod cluster_cmd;
 mod config;
 mod diagnose;
 mod eval_cmd;
 mod eval_nezha;
+#[cfg(feature = "sql")]
+mod export_cmd;
 mod flash_cmd;
 #[cfg(feature = "sql")]
 mod generated_tools;
@@ -66,6 +70,15 @@ enum Command {
     /// Tool-lifecycle benchmark: warm runs (reused tools) against cold runs.
     #[cfg(feature = "sql")]
     LifecycleBench(lifecycle::BenchArgs),
+    /// Telemetry at rest: write an incident's telemetry as time-partitioned Parquet.
+    #[cfg(feature = "sql")]
+    #[command(subcommand)]
+    Export(export_cmd::ExportCommand),
+    /// Past one machine: a Ballista scheduler and executors, template mining and frequency
+    /// shift over Parquet locally or on the cluster, and their benchmark.
+    #[cfg(feature = "ballista")]
+    #[command(subcommand)]
+    Cluster(cluster_cmd::ClusterCommand),
     /// OpenTelemetry in: receive OTLP/HTTP exports into an incident directory.
     #[cfg(feature = "otlp")]
     #[command(subcommand)]
@@ -97,6 +110,10 @@ fn main() -> anyhow::Result<()> {
         Command::Tools(command) => run_async(generated_tools::run(command)),
         #[cfg(feature = "otlp")]
         Command::Otlp(command) => run_async(otlp_cmd::run(command)),
+        #[cfg(feature = "sql")]
+        Command::Export(command) => export_cmd::run(command),
+        #[cfg(feature = "ballista")]
+        Command::Cluster(command) => run_async(cluster_cmd::run(command)),
     }
 }
 

@@ -441,6 +441,10 @@ mod html_in_chromium {
 #[path = "cli/otlp.rs"]
 mod otlp;
 
+#[cfg(feature = "ballista")]
+#[path = "cli/cluster.rs"]
+mod cluster;
+
 /// The README's first command: diagnose the bundled incident with no model and no network.
 #[test]
 fn diagnose_the_bundled_incident() {

@@ -541,6 +541,35 @@ impl OnlineMiner {
         map
     }
 
+    /// The live templates only (renumbered from 0, with their statistics), without the
+    /// cache and the family indexes: what a partial result of distributed mining carries.
+    /// Absorbing it ([`OnlineMiner::absorb_miner`]) gives the same templates as absorbing
+    /// `self`.
+    pub(crate) fn compacted(&self) -> OnlineMiner {
+        let mut m = OnlineMiner::new(self.config.clone());
+        m.clusters = self
+            .clusters
+            .iter()
+            .filter(|c| c.merged_into.is_none())
+            .cloned()
+            .collect();
+        for (i, c) in m.clusters.iter().enumerate() {
+            m.leaves.entry(c.hashes.len()).or_default().push(i as u32);
+        }
+        m.seq = self.seq;
+        m
+    }
+
+    /// Each live template's index and line count.
+    pub(crate) fn live_counts(&self) -> Vec<(TemplateId, u64)> {
+        self.clusters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.merged_into.is_none())
+            .map(|(i, c)| (i as TemplateId, c.count))
+            .collect()
+    }
+
     /// For every template index (live or merged), the live id it resolves to.
     pub(crate) fn live_table(&self) -> Vec<TemplateId> {
         (0..self.clusters.len())

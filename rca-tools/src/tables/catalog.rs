@@ -100,12 +100,24 @@ impl TelemetryTables {
             .map_err(|e| TableError::Execution {
                 message: e.to_string(),
             })?;
-        let config = SessionConfig::new().with_information_schema(false);
+        let ctx = SessionContext::new_with_config_rt(session_config(), runtime);
+        ctx.register_udaf(super::templates::log_templates_udaf());
         Ok(TelemetryTables {
-            ctx: SessionContext::new_with_config_rt(config, runtime),
+            ctx,
             limits,
             names: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Tables on a session built elsewhere (a Ballista cluster's, for one); the session should
+    /// have [`session_config`]'s settings and the workspace's functions.
+    #[cfg(feature = "ballista")]
+    pub(crate) fn with_context(ctx: SessionContext, limits: SandboxLimits) -> Self {
+        TelemetryTables {
+            ctx,
+            limits,
+            names: Mutex::new(Vec::new()),
+        }
     }
 
     /// The sandbox limits.
@@ -199,6 +211,29 @@ impl TelemetryTables {
                     .map_err(reg)?;
             }
         }
+        self.remember(name);
+        Ok(())
+    }
+
+    /// Registers a directory of Parquet files (searched recursively, such as one signal of
+    /// `rca export parquet`) as one table `name`. Each file is read by one partition, in
+    /// order, so [`log_templates`](super::templates) mines every file's lines in file order.
+    pub async fn register_parquet_dir(&self, name: &str, dir: &Path) -> Result<(), TableError> {
+        Self::check_name(name)?;
+        if !dir.is_dir() {
+            return Err(TableError::Register {
+                table: name.to_string(),
+                message: format!("{} is not a directory", dir.display()),
+            });
+        }
+        let location = format!("{}/", dir.to_string_lossy().trim_end_matches('/'));
+        self.ctx
+            .register_parquet(name, &location, ParquetReadOptions::default())
+            .await
+            .map_err(|e| TableError::Register {
+                table: name.to_string(),
+                message: format!("{}: {e}", dir.display()),
+            })?;
         self.remember(name);
         Ok(())
     }
@@ -310,6 +345,24 @@ impl TelemetryTables {
     pub async fn query(&self, sql: &str, params: &[Value]) -> Result<QueryResult, TableError> {
         run_sandboxed(&self.ctx, &self.limits, sql, params).await
     }
+}
+
+/// The session settings of every telemetry session, local or on a cluster: no information
+/// schema; a file is scanned whole by one partition and scans are never repartitioned
+/// round-robin, so order-sensitive aggregates (template mining) see each file's rows in file
+/// order wherever they run.
+pub fn session_config() -> SessionConfig {
+    let mut config = SessionConfig::new()
+        .with_information_schema(false)
+        .with_repartition_file_scans(false)
+        .with_round_robin_repartition(false);
+    // Strings as plain UTF-8 arrays in every plan, so local and distributed runs type alike.
+    config
+        .options_mut()
+        .execution
+        .parquet
+        .schema_force_view_types = false;
+    config
 }
 
 fn table_name(stem: &str) -> String {

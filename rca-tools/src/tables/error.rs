@@ -51,6 +51,22 @@ pub enum TableError {
         /// The engine's explanation.
         message: String,
     },
+    /// Telemetry could not be written as Parquet (a destination holding other files, a full
+    /// disk): choose or fix the destination; nothing outside it was touched.
+    #[error("cannot export to {path}: {message}")]
+    Export {
+        /// The file or directory.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A Ballista cluster could not be reached or refused the session: check its URL and
+    /// that its scheduler runs.
+    #[error("cluster unavailable: {message}")]
+    Cluster {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl From<TableError> for SourceError {
@@ -63,7 +79,12 @@ impl From<TableError> for SourceError {
             | TableError::MemoryLimit { .. } => SourceError::InvalidQuery {
                 message: e.to_string(),
             },
-            TableError::Register { .. } | TableError::Execution { .. } => SourceError::Failed {
+            TableError::Register { .. }
+            | TableError::Execution { .. }
+            | TableError::Export { .. } => SourceError::Failed {
+                message: e.to_string(),
+            },
+            TableError::Cluster { .. } => SourceError::Unavailable {
                 message: e.to_string(),
             },
         }

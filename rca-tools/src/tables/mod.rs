@@ -18,12 +18,18 @@ mod schema;
 mod arrow_rows;
 #[cfg(feature = "sql")]
 mod catalog;
+#[cfg(feature = "ballista")]
+pub mod cluster;
+#[cfg(feature = "sql")]
+pub mod export;
 #[cfg(feature = "sql")]
 mod readonly;
 #[cfg(feature = "sql")]
 mod records;
 #[cfg(feature = "sql")]
 mod sandbox;
+#[cfg(feature = "sql")]
+pub mod templates;
 
 #[cfg(all(test, feature = "sql"))]
 pub(crate) mod fixtures;
@@ -36,7 +42,7 @@ pub use roles::{ColumnRole, find_column};
 pub use schema::{ColumnInfo, ColumnType, TableSchema};
 
 #[cfg(feature = "sql")]
-pub use catalog::{CsvOptions, TableFormat, TelemetryTables};
+pub use catalog::{CsvOptions, TableFormat, TelemetryTables, session_config};
 #[cfg(feature = "sql")]
 pub use readonly::check_read_only;
 #[cfg(feature = "sql")]

@@ -1,0 +1,230 @@
+//! A Ballista cluster on loopback: a scheduler and two executors as separate `rca cluster`
+//! processes, millions of generated log lines in Parquet, and template mining and frequency
+//! shift equal to the local run; `rca export parquet` from the bundled incident.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{rca, repo_root};
+
+/// A child process killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start(args: &[String], log: &Path) -> Process {
+    let out = std::fs::File::create(log).unwrap();
+    let child = rca()
+        .args(args)
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    Process(child)
+}
+
+fn wait_for(addr: SocketAddr, what: &str, log: &Path) {
+    let t0 = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{what} does not listen on {addr}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn query(dir: &Path, window_start: i64, cluster: Option<&str>) -> serde_json::Value {
+    let mut cmd: Command = rca();
+    cmd.args(["cluster", "query"]).arg(dir);
+    cmd.args(["--window-start", &window_start.to_string()]);
+    if let Some(url) = cluster {
+        cmd.args(["--cluster", url]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_two_executor_cluster_mines_millions_of_lines_exactly_as_the_local_run() {
+    const LINES: u64 = 3_000_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = rca()
+        .args(["cluster", "synth"])
+        .arg(&data)
+        .args(["--lines", &LINES.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(set["lines"], LINES);
+    let window_start = set["window_start_ms"].as_i64().unwrap();
+
+    let scheduler: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let sched_log = tmp.path().join("scheduler.log");
+    let _scheduler = start(
+        &[
+            "cluster".into(),
+            "scheduler".into(),
+            "--bind".into(),
+            scheduler.to_string(),
+        ],
+        &sched_log,
+    );
+    wait_for(scheduler, "the scheduler", &sched_log);
+    let mut executors = Vec::new();
+    for n in 0..2 {
+        let bind: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let log = tmp.path().join(format!("executor-{n}.log"));
+        executors.push(start(
+            &[
+                "cluster".into(),
+                "executor".into(),
+                "--bind".into(),
+                bind.to_string(),
+                "--grpc-port".into(),
+                free_port().to_string(),
+                "--scheduler".into(),
+                scheduler.to_string(),
+                "--work-dir".into(),
+                tmp.path().join(format!("work-{n}")).display().to_string(),
+            ],
+            &log,
+        ));
+        wait_for(bind, "an executor", &log);
+    }
+    // Executors register with the scheduler on start; let both be known before the query.
+    std::thread::sleep(Duration::from_secs(2));
+
+    let local = query(&data, window_start, None);
+    let remote = query(&data, window_start, Some(&format!("df://{scheduler}")));
+    assert_eq!(local["lines"], LINES);
+    assert_eq!(remote["lines"], LINES);
+    assert_eq!(local["templates"], remote["templates"]);
+    assert_eq!(local["shift"], remote["shift"]);
+
+    // Every line is in exactly one template of its component.
+    let templates = local["templates"].as_array().unwrap();
+    let counted: i64 = templates.iter().map(|r| r[2].as_i64().unwrap()).sum();
+    assert_eq!(counted as u64, LINES);
+    // The degraded component's new failure shapes lead the shift.
+    let shift = local["shift"].as_array().unwrap();
+    let top: Vec<String> = shift
+        .iter()
+        .take(3)
+        .map(|r| format!("{} {}", r[0].as_str().unwrap(), r[1].as_str().unwrap()))
+        .collect();
+    for row in &top {
+        assert!(row.starts_with("svc-03 "), "{top:?}");
+    }
+    assert!(
+        top.iter().any(|r| r.contains("circuit breaker open")),
+        "{top:?}"
+    );
+
+    // Both executors ran tasks: each wrote shuffle files into its own work directory.
+    for n in 0..2 {
+        let work = tmp.path().join(format!("work-{n}"));
+        let files = walk(&work);
+        assert!(
+            files > 0,
+            "executor {n} wrote nothing in {}",
+            work.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() { walk(&p) } else { 1 }
+        })
+        .sum()
+}
+
+#[test]
+fn export_parquet_writes_the_bundled_incident_and_refuses_a_foreign_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("export");
+    let incident = repo_root().join("examples/incidents/trainticket-cpu");
+    let run = rca()
+        .args(["export", "parquet"])
+        .arg(&out)
+        .arg("--incident")
+        .arg(&incident)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("log lines"), "{text}");
+    for signal in ["logs", "metrics", "spans"] {
+        assert!(walk(&out.join(signal)) > 0, "no {signal} in {text}");
+    }
+    // The export reads back: as many log lines as the incident's sources load.
+    let q = rca()
+        .args(["cluster", "query"])
+        .arg(&out)
+        .args(["--window-start", "0"])
+        .output()
+        .unwrap();
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    assert!(v["lines"].as_i64().unwrap() > 0);
+    assert!(
+        text.contains(&format!("{} log lines", v["lines"])),
+        "{text} / {v}"
+    );
+
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("keep.txt"), "mine").unwrap();
+    let run = rca()
+        .args(["export", "parquet"])
+        .arg(&foreign)
+        .arg("--incident")
+        .arg(&incident)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("keep.txt"));
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("keep.txt")).unwrap(),
+        "mine"
+    );
+}
