@@ -67,6 +67,53 @@ fn query(dir: &Path, window_start: i64, cluster: Option<&str>) -> serde_json::Va
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A scheduler and two executors, stopped when dropped.
+struct Cluster {
+    url: String,
+    _processes: Vec<Process>,
+}
+
+fn start_cluster(dir: &Path) -> Cluster {
+    let scheduler: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let sched_log = dir.join("scheduler.log");
+    let mut processes = vec![start(
+        &[
+            "cluster".into(),
+            "scheduler".into(),
+            "--bind".into(),
+            scheduler.to_string(),
+        ],
+        &sched_log,
+    )];
+    wait_for(scheduler, "the scheduler", &sched_log);
+    for n in 0..2 {
+        let bind: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let log = dir.join(format!("executor-{n}.log"));
+        processes.push(start(
+            &[
+                "cluster".into(),
+                "executor".into(),
+                "--bind".into(),
+                bind.to_string(),
+                "--grpc-port".into(),
+                free_port().to_string(),
+                "--scheduler".into(),
+                scheduler.to_string(),
+                "--work-dir".into(),
+                dir.join(format!("work-{n}")).display().to_string(),
+            ],
+            &log,
+        ));
+        wait_for(bind, "an executor", &log);
+    }
+    // Executors register with the scheduler on start; let both be known before a query.
+    std::thread::sleep(Duration::from_secs(2));
+    Cluster {
+        url: format!("df://{scheduler}"),
+        _processes: processes,
+    }
+}
+
 #[test]
 fn a_two_executor_cluster_mines_millions_of_lines_exactly_as_the_local_run() {
     const LINES: u64 = 3_000_000;
@@ -86,45 +133,10 @@ fn a_two_executor_cluster_mines_millions_of_lines_exactly_as_the_local_run() {
     let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(set["lines"], LINES);
     let window_start = set["window_start_ms"].as_i64().unwrap();
-
-    let scheduler: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let sched_log = tmp.path().join("scheduler.log");
-    let _scheduler = start(
-        &[
-            "cluster".into(),
-            "scheduler".into(),
-            "--bind".into(),
-            scheduler.to_string(),
-        ],
-        &sched_log,
-    );
-    wait_for(scheduler, "the scheduler", &sched_log);
-    let mut executors = Vec::new();
-    for n in 0..2 {
-        let bind: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let log = tmp.path().join(format!("executor-{n}.log"));
-        executors.push(start(
-            &[
-                "cluster".into(),
-                "executor".into(),
-                "--bind".into(),
-                bind.to_string(),
-                "--grpc-port".into(),
-                free_port().to_string(),
-                "--scheduler".into(),
-                scheduler.to_string(),
-                "--work-dir".into(),
-                tmp.path().join(format!("work-{n}")).display().to_string(),
-            ],
-            &log,
-        ));
-        wait_for(bind, "an executor", &log);
-    }
-    // Executors register with the scheduler on start; let both be known before the query.
-    std::thread::sleep(Duration::from_secs(2));
+    let cluster = start_cluster(tmp.path());
 
     let local = query(&data, window_start, None);
-    let remote = query(&data, window_start, Some(&format!("df://{scheduler}")));
+    let remote = query(&data, window_start, Some(&cluster.url));
     assert_eq!(local["lines"], LINES);
     assert_eq!(remote["lines"], LINES);
     assert_eq!(local["templates"], remote["templates"]);
@@ -159,6 +171,93 @@ fn a_two_executor_cluster_mines_millions_of_lines_exactly_as_the_local_run() {
             work.display()
         );
     }
+}
+
+/// `rca export parquet OUT --incident INCIDENT`; its output.
+fn export(incident: &Path, out: &Path) -> String {
+    let run = rca()
+        .args(["export", "parquet"])
+        .arg(out)
+        .arg("--incident")
+        .arg(incident)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).to_string()
+}
+
+/// The generated SQL tools (the deterministic policy's templates) over the bundled incident's
+/// export return the same rows on the cluster as locally.
+#[test]
+fn generated_sql_tools_return_the_same_rows_on_the_cluster() {
+    use rca_core::source::Value;
+    use rca_core::time::{TimeRange, Timestamp};
+    use rca_tools::lifecycle::{SqlWriter, Template, TemplatePolicy};
+    use rca_tools::tables::{SandboxLimits, TelemetryTables, cluster};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("export");
+    export(
+        &repo_root().join("examples/incidents/trainticket-cpu"),
+        &out,
+    );
+    let cluster = start_cluster(tmp.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let local = TelemetryTables::new(SandboxLimits::default()).unwrap();
+        let remote = cluster::connect(&cluster.url, SandboxLimits::default())
+            .await
+            .unwrap();
+        for tables in [&local, &remote] {
+            for signal in ["logs", "metrics", "spans"] {
+                tables
+                    .register_parquet_dir(signal, &out.join(signal))
+                    .await
+                    .unwrap();
+            }
+        }
+        let span = local
+            .query(
+                "SELECT min(timestamp) AS a, max(timestamp) AS b FROM logs",
+                &[],
+            )
+            .await
+            .unwrap();
+        let (Some(Value::Int(a)), Some(Value::Int(b))) = (span.value(0, "a"), span.value(0, "b"))
+        else {
+            panic!("{}", span.render(2));
+        };
+        // The last quarter is the window.
+        let window = TimeRange {
+            start: Timestamp(b - (b - a) / 4),
+            end: Timestamp(b + 1),
+        };
+        let schemas = local.schemas().await.unwrap();
+        let description: String = Template::ALL
+            .iter()
+            .flat_map(|t| t.keywords().iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let contracts = TemplatePolicy.candidates(&description, &schemas);
+        assert!(contracts.len() >= 3, "{contracts:?}");
+        for contract in contracts {
+            let sql = TemplatePolicy
+                .write_sql(&contract, &schemas, &[])
+                .await
+                .unwrap();
+            let args = contract
+                .bind(&serde_json::Value::Null, Some(window))
+                .unwrap();
+            let here = local.query(&sql, &args).await.unwrap();
+            let there = remote.query(&sql, &args).await.unwrap();
+            assert!(!here.is_empty(), "{} returned nothing", contract.name);
+            assert_eq!(here, there, "{}", contract.name);
+        }
+    });
 }
 
 fn walk(dir: &Path) -> usize {
