@@ -24,7 +24,8 @@ use tokio::net::TcpListener;
 
 use crate::alert::{Alert, WebhookPayload};
 use crate::diagnosis::{Diagnoser, DiagnosisError};
-use crate::inbox::{Admission, Entry, Inbox, Progress, now_ms};
+use crate::inbox::{Admission, Entry, Progress, now_ms};
+use crate::queue::SharedQueue;
 use crate::store::{RESOLUTION_FORMAT_VERSION, ReportStore, Resolution, StoreError};
 
 /// Shared state of the handlers.
@@ -32,17 +33,17 @@ use crate::store::{RESOLUTION_FORMAT_VERSION, ReportStore, Resolution, StoreErro
 pub struct AppState {
     diagnoser: Arc<Diagnoser>,
     store: ReportStore,
-    inbox: Inbox,
+    inbox: SharedQueue,
     retry_after: Duration,
     max_wait: Duration,
 }
 
 impl AppState {
-    /// State over a diagnoser, a store and the inbox its workers drain.
+    /// State over a diagnoser, a store and the queue (the inbox) its workers drain.
     pub fn new(
         diagnoser: Arc<Diagnoser>,
         store: ReportStore,
-        inbox: Inbox,
+        inbox: SharedQueue,
         retry_after: Duration,
         max_wait: Duration,
     ) -> Self {
@@ -220,6 +221,9 @@ async fn receive(
                     Progress::Pending => "still waiting or running".to_string(),
                     Progress::Failed(message) => format!("the diagnosis failed: {message}"),
                     Progress::Unknown => e.to_string(),
+                    Progress::Unavailable(message) => {
+                        format!("the queue could not be read: {message}")
+                    }
                 };
                 failed.push(json!({"id": id, "error": why}));
             }
@@ -247,7 +251,13 @@ async fn record_resolutions(
     let mut resolved = Vec::new();
     for (id, group) in groups {
         let known = state.store.exists(&id).await
-            || !matches!(state.inbox.progress(&id).await, Progress::Unknown);
+            || match state.inbox.progress(&id).await {
+                Progress::Unknown => false,
+                Progress::Unavailable(message) => {
+                    return Err(StoreError::Database { message });
+                }
+                Progress::Pending | Progress::Failed(_) => true,
+            };
         if !known {
             for alert in &group.alerts {
                 skipped.push(json!({
@@ -304,6 +314,11 @@ async fn fetch(State(state): State<AppState>, Path(id): Path<String>) -> Respons
                 format!("the diagnosis of {id} failed: {message}"),
             ),
             Progress::Unknown => error(StatusCode::NOT_FOUND, e.to_string()),
+            Progress::Unavailable(message) => retry_later(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the queue could not be read: {message}"),
+                state.retry_after,
+            ),
         },
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

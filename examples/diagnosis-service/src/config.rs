@@ -41,7 +41,9 @@ pub struct ServiceConfig {
     /// Where to listen (`127.0.0.1:8080`; port 0 picks a free port).
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// Where reports are stored, one JSON file per alert.
+    /// Where reports are stored, one JSON file per alert, and where the inbox is kept.
+    /// Required unless `[postgres]` is set (then nothing is written there).
+    #[serde(default)]
     pub store_dir: PathBuf,
     /// How far before the alert's `startsAt` the incident window reaches, in minutes.
     #[serde(default = "default_lookback")]
@@ -80,6 +82,117 @@ pub struct ServiceConfig {
     /// The telemetry to diagnose over.
     #[serde(default)]
     pub data: DataConfig,
+    /// Queue alerts and keep reports, resolutions and episodes in PostgreSQL instead of
+    /// `store_dir`, so that several processes share them (needs the `postgres` feature).
+    #[serde(default)]
+    pub postgres: Option<PostgresConfig>,
+    /// Testing only: each worker waits this long, holding its claim, between a finished
+    /// diagnosis and storing its report, in milliseconds (so that a test can stop a process
+    /// mid-diagnosis). Leave it at 0, the default, anywhere else.
+    #[serde(default)]
+    pub test_delay_ms: u64,
+}
+
+/// The `[postgres]` table: the database several processes of the service share.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// The connection string, as libpq takes it: `host=127.0.0.1 port=5432 user=rca
+    /// dbname=rca` or `postgresql://rca@127.0.0.1/rca` (no TLS: use a local or tunnelled
+    /// server).
+    pub url: String,
+    /// The schema holding the service's tables (created when missing); unset: `public`.
+    /// Services that must not share alerts use different schemas.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// How long a worker's claim on an alert group lasts without renewal, in seconds; the
+    /// worker renews it four times per lease while it diagnoses. A group whose worker died is
+    /// claimed again by another once the lease has run out.
+    #[serde(default = "default_lease")]
+    pub lease_seconds: u64,
+    /// How often an idle worker looks for a group to claim, in milliseconds.
+    #[serde(default = "default_poll")]
+    pub poll_millis: u64,
+    /// The longest the service waits to connect and for any one statement, in seconds.
+    #[serde(default = "default_pg_timeout")]
+    pub timeout_seconds: u64,
+    /// This process's name in the claims it records (default: `diagnosis-service-<pid>`).
+    #[serde(default)]
+    pub worker_name: Option<String>,
+}
+
+impl std::fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection string may carry a password.
+        f.debug_struct("PostgresConfig")
+            .field("schema", &self.schema)
+            .field("lease_seconds", &self.lease_seconds)
+            .field("poll_millis", &self.poll_millis)
+            .field("timeout_seconds", &self.timeout_seconds)
+            .field("worker_name", &self.worker_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresConfig {
+    /// Defaults over the connection string `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresConfig {
+            url: url.into(),
+            schema: None,
+            lease_seconds: default_lease(),
+            poll_millis: default_poll(),
+            timeout_seconds: default_pg_timeout(),
+            worker_name: None,
+        }
+    }
+
+    /// The schema the tables live in.
+    pub fn schema(&self) -> &str {
+        self.schema.as_deref().unwrap_or("public")
+    }
+
+    /// Checks the values; the message names the key and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.url.trim().is_empty() {
+            return Err(
+                "`postgres.url` must be a connection string, e.g. \"host=127.0.0.1 user=rca dbname=rca\""
+                    .into(),
+            );
+        }
+        let schema = self.schema();
+        let valid = schema.len() <= 63
+            && schema
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && schema
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Err(format!(
+                "`postgres.schema` = {schema:?} must be a lower-case SQL name of at most 63 \
+                 characters (letters, digits, `_`), e.g. \"diagnosis\""
+            ));
+        }
+        if self.lease_seconds == 0 {
+            return Err("`postgres.lease_seconds` must be at least 1, e.g. 30".into());
+        }
+        if self.poll_millis < 10 {
+            return Err("`postgres.poll_millis` must be at least 10, e.g. 500".into());
+        }
+        if self.timeout_seconds == 0 {
+            return Err("`postgres.timeout_seconds` must be at least 1, e.g. 10".into());
+        }
+        if self
+            .worker_name
+            .as_deref()
+            .is_some_and(|n| n.trim().is_empty())
+        {
+            return Err("`postgres.worker_name` must not be empty".into());
+        }
+        Ok(())
+    }
 }
 
 /// Where the telemetry comes from.
@@ -150,6 +263,15 @@ fn default_max_body() -> usize {
 fn default_retry_after() -> u64 {
     5
 }
+fn default_lease() -> u64 {
+    30
+}
+fn default_poll() -> u64 {
+    500
+}
+fn default_pg_timeout() -> u64 {
+    10
+}
 
 impl ServiceConfig {
     /// A configuration with the defaults, storing reports in `store_dir`.
@@ -168,6 +290,8 @@ impl ServiceConfig {
             max_body_bytes: default_max_body(),
             retry_after_seconds: default_retry_after(),
             data: DataConfig::default(),
+            postgres: None,
+            test_delay_ms: 0,
         }
     }
 
@@ -181,6 +305,13 @@ impl ServiceConfig {
         let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
         let mut config: ServiceConfig =
             toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        if config.store_dir.as_os_str().is_empty() && config.postgres.is_none() {
+            return Err(invalid(
+                "`store_dir` is missing: name the folder for reports and the inbox, e.g. \
+                 store_dir = \"reports\" (or set `[postgres]`)"
+                    .into(),
+            ));
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &mut PathBuf| {
             if p.is_relative() {
@@ -232,6 +363,14 @@ impl ServiceConfig {
         }
         if self.scope_labels.iter().any(|l| l.trim().is_empty()) {
             return Err("`scope_labels` must name alert labels, e.g. [\"job\"]".into());
+        }
+        if let Some(pg) = &self.postgres {
+            if !cfg!(feature = "postgres") {
+                return Err(
+                    "`[postgres]` needs the service built with `--features postgres`".into(),
+                );
+            }
+            pg.validate()?;
         }
         Ok(())
     }
@@ -405,4 +544,50 @@ fn prometheus(
         message: "`data.prometheus_url` needs the service built with `--features prometheus`"
             .into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_settings_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("service.toml");
+        let write = |text: &str| std::fs::write(&path, text).unwrap();
+        // `store_dir` may be left out with `[postgres]`, not without.
+        write("[data]\nmetrics = [\"m.csv\"]\n");
+        let err = ServiceConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("store_dir"), "{err}");
+        write(
+            "[data]\nmetrics = [\"m.csv\"]\n[postgres]\nurl = \"host=127.0.0.1 password=pw\"\n\
+             schema = \"diagnosis_2\"\nlease_seconds = 5\n",
+        );
+        let loaded = ServiceConfig::load(&path);
+        if cfg!(feature = "postgres") {
+            let config = loaded.unwrap();
+            let pg = config.postgres.unwrap();
+            assert_eq!(pg.schema(), "diagnosis_2");
+            assert_eq!(
+                (pg.lease_seconds, pg.poll_millis, pg.timeout_seconds),
+                (5, 500, 10)
+            );
+            // The connection string may carry a password: it is not shown.
+            assert!(!format!("{pg:?}").contains("pw"));
+        } else {
+            let err = loaded.unwrap_err().to_string();
+            assert!(err.contains("--features postgres"), "{err}");
+        }
+        let mut pg = PostgresConfig::new("host=127.0.0.1");
+        assert_eq!(pg.schema(), "public");
+        assert!(pg.validate().is_ok());
+        pg.schema = Some("Bad-Name".into());
+        assert!(pg.validate().unwrap_err().contains("postgres.schema"));
+        pg.schema = None;
+        pg.lease_seconds = 0;
+        assert!(pg.validate().unwrap_err().contains("lease_seconds"));
+        pg.lease_seconds = 1;
+        pg.url = " ".into();
+        assert!(pg.validate().unwrap_err().contains("postgres.url"));
+    }
 }

@@ -104,6 +104,8 @@ pub enum Progress {
     Failed(String),
     /// Not in the inbox (reported, or never seen).
     Unknown,
+    /// The queue could not be read (a shared database did not answer); the message says why.
+    Unavailable(String),
 }
 
 #[derive(Debug, Default)]

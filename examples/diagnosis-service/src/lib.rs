@@ -10,6 +10,11 @@
 //! `Retry-After` beyond it, nothing dropped), survives restarts, bodies are bounded (413), bad
 //! payloads get a 4xx with a JSON error body, and shutdown lets in-flight requests finish.
 //! [`load`] drives the service with a burst of good and bad alerts and measures it.
+//!
+//! With the `postgres` feature and a `[postgres]` table in the configuration, the queue and
+//! the store live in PostgreSQL instead, so that several processes serve one service: each
+//! accepted group is claimed by one worker under a renewed lease, claimed again by another
+//! when its worker dies, and stored once (see `docs/guides/scale-workers.md`).
 
 #![deny(missing_docs)]
 
@@ -19,6 +24,13 @@ pub mod config;
 pub mod diagnosis;
 pub mod inbox;
 pub mod load;
+#[cfg(feature = "postgres")]
+pub mod pg;
+#[cfg(feature = "postgres")]
+pub mod pg_queue;
+#[cfg(feature = "postgres")]
+pub mod pg_store;
+pub mod queue;
 pub mod store;
 pub mod worker;
 
@@ -27,27 +39,71 @@ use std::time::Duration;
 
 pub use alert::{Alert, PayloadError, WebhookPayload};
 pub use app::{AppState, router, serve, shutdown_signal};
-pub use config::{ConfigError, DataConfig, ServiceConfig, Sources};
+pub use config::{ConfigError, DataConfig, PostgresConfig, ServiceConfig, Sources};
 pub use diagnosis::{Diagnoser, DiagnosisError, StoredReport};
 pub use inbox::Inbox;
-pub use store::{ReportStore, StoreError};
+pub use queue::{AlertQueue, Claim, FileQueue, Outcome, SharedQueue};
+pub use store::{FileStore, ReportBackend, ReportStore, StoreError};
 pub use worker::Workers;
 
 /// The inbox's folder inside the report store.
 pub const INBOX_DIR: &str = "inbox";
 
-/// A started service: its router and the workers that drain its inbox.
+/// A started service: its router and the workers that drain its queue.
 #[derive(Debug)]
 pub struct Service {
     router: axum::Router,
-    inbox: Inbox,
+    inbox: SharedQueue,
+    store: ReportStore,
     workers: Workers,
     recovered: usize,
 }
 
+/// The store, the queue and how many groups wait from an earlier run: in `store_dir`.
+#[cfg(not(feature = "postgres"))]
+async fn open_backends(
+    config: &ServiceConfig,
+) -> Result<(ReportStore, SharedQueue, usize), StoreError> {
+    if config.postgres.is_some() {
+        return Err(StoreError::Database {
+            message: "`[postgres]` needs the service built with `--features postgres`".into(),
+        });
+    }
+    open_files(config).await
+}
+
+/// The store, the queue and how many groups wait from an earlier run: in PostgreSQL with
+/// `[postgres]`, else in `store_dir`.
+#[cfg(feature = "postgres")]
+async fn open_backends(
+    config: &ServiceConfig,
+) -> Result<(ReportStore, SharedQueue, usize), StoreError> {
+    let Some(settings) = &config.postgres else {
+        return open_files(config).await;
+    };
+    let pg = pg::Pg::connect(settings).await?;
+    let store = ReportStore::with_backend(Arc::new(pg_store::PgStore::new(Arc::clone(&pg))));
+    let queue = pg_queue::PgQueue::new(pg, config.max_queued);
+    let left = queue.left_over().await?;
+    Ok((store, Arc::new(queue), left))
+}
+
+async fn open_files(
+    config: &ServiceConfig,
+) -> Result<(ReportStore, SharedQueue, usize), StoreError> {
+    let (queue, recovered) =
+        FileQueue::open(&config.store_dir.join(INBOX_DIR), config.max_queued).await?;
+    Ok((
+        ReportStore::new(&config.store_dir),
+        Arc::new(queue),
+        recovered,
+    ))
+}
+
 impl Service {
-    /// Opens the inbox under `config.store_dir` (queuing what an earlier run left there) and
-    /// starts `config.max_concurrent` workers. Needs a Tokio runtime. With an OTLP buffer in
+    /// Opens the queue and the store (under `config.store_dir`, queuing what an earlier run
+    /// left in the inbox; or, with `[postgres]`, in the shared database) and starts
+    /// `config.max_concurrent` workers. Needs a Tokio runtime. With an OTLP buffer in
     /// `sources` (`data.otlp`), the OTLP/HTTP routes are served too.
     pub async fn start(config: &ServiceConfig, sources: Sources) -> Result<Service, StoreError> {
         #[cfg(feature = "otlp")]
@@ -57,24 +113,22 @@ impl Service {
             sources,
             rca_llm::redact::Redactor::builtin(),
         ));
-        let store = ReportStore::new(&config.store_dir);
-        let (inbox, queue, recovered) =
-            Inbox::open(&config.store_dir.join(INBOX_DIR), config.max_queued).await?;
+        let (store, inbox, recovered) = open_backends(config).await?;
         let retry_after = Duration::from_secs(config.retry_after_seconds);
         let workers = Workers::spawn(
             config.max_concurrent,
-            queue,
             worker::WorkerContext {
                 diagnoser: Arc::clone(&diagnoser),
                 store: store.clone(),
-                inbox: inbox.clone(),
+                queue: Arc::clone(&inbox),
                 retry_pause: retry_after,
+                test_delay: Duration::from_millis(config.test_delay_ms),
             },
         );
         let state = AppState::new(
             diagnoser,
-            store,
-            inbox.clone(),
+            store.clone(),
+            Arc::clone(&inbox),
             retry_after,
             Duration::from_secs(config.max_wait_seconds),
         );
@@ -91,6 +145,7 @@ impl Service {
         Ok(Service {
             router: routes,
             inbox,
+            store,
             workers,
             recovered,
         })
@@ -101,18 +156,25 @@ impl Service {
         self.router.clone()
     }
 
-    /// The inbox.
-    pub fn inbox(&self) -> &Inbox {
+    /// The queue of accepted alerts (the inbox, or the shared queue with `[postgres]`).
+    pub fn inbox(&self) -> &SharedQueue {
         &self.inbox
     }
 
-    /// How many accepted alert groups an earlier run had left in the inbox.
+    /// The report store.
+    pub fn store(&self) -> &ReportStore {
+        &self.store
+    }
+
+    /// How many accepted alert groups an earlier run had left in the inbox (with `[postgres]`:
+    /// the groups of the shared queue waiting for a worker when this process started).
     pub fn recovered(&self) -> usize {
         self.recovered
     }
 
     /// Stops the workers, letting diagnoses in progress finish for up to `grace`; alerts not
-    /// yet diagnosed stay in the inbox for the next start.
+    /// yet diagnosed stay in the inbox for the next start (in the shared queue: for any
+    /// process, once the abandoned claims' leases run out).
     pub async fn stop(self, grace: Duration) {
         self.workers.stop(grace).await;
     }

@@ -445,7 +445,7 @@ async fn drive(
         }
     }
     // Wait for the inbox to drain (the run's time limit bounds this).
-    while running.service.inbox().pending().await > 0 {
+    while running.service.inbox().pending().await.unwrap_or(0) > 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     running.server.abort();

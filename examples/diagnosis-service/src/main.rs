@@ -34,7 +34,12 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if service.recovered() > 0 {
+    if service.recovered() > 0 && config.postgres.is_some() {
+        eprintln!(
+            "{} accepted alerts wait in the shared queue",
+            service.recovered()
+        );
+    } else if service.recovered() > 0 {
         eprintln!(
             "{} accepted alerts from an earlier run are queued again",
             service.recovered()

@@ -1,9 +1,13 @@
-//! Stored reports: one JSON file per report (one per alert group), written atomically and
-//! durably (a synced temp file, renamed); a group's resolution in `resolved/<id>.json` beside
-//! them.
+//! Stored reports, resolutions and open episodes behind one [`ReportBackend`] trait, with two
+//! implementations: [`FileStore`] (the default: one JSON file per report, one per alert group,
+//! written atomically and durably, a synced temp file renamed; a group's resolution in
+//! `resolved/<id>.json` beside them) and, with the `postgres` feature, `PgStore` (tables in
+//! PostgreSQL, so every process of a service sharing the database answers for every report).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::alert::Alert;
@@ -59,18 +63,168 @@ pub enum StoreError {
         /// What happened.
         message: String,
     },
+    /// The shared database failed, did not answer in time or is not configured right.
+    #[error("postgres: {message}")]
+    Database {
+        /// What happened.
+        message: String,
+    },
+    /// A worker's claim on an alert group ended before the worker completed it: the claim's
+    /// lease expired and another worker claimed the group; this worker's result is dropped.
+    #[error("the claim {attempt} of {id} was lost (its lease expired); the result is dropped")]
+    ClaimLost {
+        /// The report id of the group.
+        id: String,
+        /// Which claim of the group was lost.
+        attempt: i32,
+    },
 }
 
-/// A directory of stored reports.
+/// Where reports, resolutions and open episodes are kept: the operations the service needs,
+/// whatever holds them.
+#[async_trait]
+pub trait ReportBackend: std::fmt::Debug + Send + Sync {
+    /// Stores a report under its id, replacing one stored before under that id.
+    async fn put(&self, report: &StoredReport) -> Result<(), StoreError>;
+    /// Records a group's resolution unless one is recorded already; true when this call
+    /// recorded it.
+    async fn put_resolution(&self, resolution: &Resolution) -> Result<bool, StoreError>;
+    /// The resolution recorded for `id`, if any; an unknown format version is an error.
+    async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StoreError>;
+    /// The report id of `group`'s open episode, unless its resolution has been recorded since.
+    async fn current_episode(&self, group: &str) -> Result<Option<String>, StoreError>;
+    /// Records `id` as `group`'s open episode.
+    async fn open_episode(&self, group: &str, id: &str) -> Result<(), StoreError>;
+    /// Whether a report with this id is stored (false when the backend cannot tell).
+    async fn exists(&self, id: &str) -> bool;
+    /// Reads a report, with the group's resolution when one is recorded.
+    async fn get(&self, id: &str) -> Result<StoredReport, StoreError>;
+    /// The ids of the stored reports, sorted.
+    async fn ids(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// Whether `id` has the form of a group's report id (`<16 hex digits>-<Unix ms>`): anything
+/// else recorded as an episode is a damaged record.
+pub fn is_report_id(id: &str) -> bool {
+    id.split_once('-').is_some_and(|(key, ms)| {
+        key.len() == 16
+            && key.bytes().all(|b| b.is_ascii_hexdigit())
+            && !ms.is_empty()
+            && ms.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Reads a stored report from its JSON, refusing a format version this build does not read
+/// (`place` names where it came from, for the error).
+pub fn report_from_json(value: serde_json::Value, place: &str) -> Result<StoredReport, StoreError> {
+    let found = value
+        .get("format_version")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    if found != u64::from(REPORT_FORMAT_VERSION) {
+        return Err(StoreError::Version {
+            path: place.to_string(),
+            found,
+        });
+    }
+    serde_json::from_value(value).map_err(|e| StoreError::Io {
+        path: place.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads a resolution record from its JSON, refusing a format version this build does not
+/// read (`place` names where it came from, for the error).
+pub fn resolution_from_json(
+    value: serde_json::Value,
+    place: &str,
+) -> Result<Resolution, StoreError> {
+    let bad = |message: String| StoreError::Io {
+        path: place.to_string(),
+        message,
+    };
+    let found = value
+        .get("format_version")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    if found != u64::from(RESOLUTION_FORMAT_VERSION) {
+        return Err(bad(format!(
+            "format_version {found} is not supported; this build reads \
+             {RESOLUTION_FORMAT_VERSION}"
+        )));
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
+/// The service's store: a cheap handle on a [`ReportBackend`].
 #[derive(Debug, Clone)]
 pub struct ReportStore {
-    dir: PathBuf,
+    backend: Arc<dyn ReportBackend>,
 }
 
 impl ReportStore {
+    /// A [`FileStore`] in `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ReportStore::with_backend(Arc::new(FileStore::new(dir)))
+    }
+
+    /// A store over any backend.
+    pub fn with_backend(backend: Arc<dyn ReportBackend>) -> Self {
+        ReportStore { backend }
+    }
+
+    /// Stores a report (see [`ReportBackend::put`]).
+    pub async fn put(&self, report: &StoredReport) -> Result<(), StoreError> {
+        self.backend.put(report).await
+    }
+
+    /// Records a resolution once (see [`ReportBackend::put_resolution`]).
+    pub async fn put_resolution(&self, resolution: &Resolution) -> Result<bool, StoreError> {
+        self.backend.put_resolution(resolution).await
+    }
+
+    /// The resolution of `id` (see [`ReportBackend::resolution`]).
+    pub async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StoreError> {
+        self.backend.resolution(id).await
+    }
+
+    /// The open episode of `group` (see [`ReportBackend::current_episode`]).
+    pub async fn current_episode(&self, group: &str) -> Result<Option<String>, StoreError> {
+        self.backend.current_episode(group).await
+    }
+
+    /// Records `group`'s open episode (see [`ReportBackend::open_episode`]).
+    pub async fn open_episode(&self, group: &str, id: &str) -> Result<(), StoreError> {
+        self.backend.open_episode(group, id).await
+    }
+
+    /// Whether a report with this id is stored.
+    pub async fn exists(&self, id: &str) -> bool {
+        self.backend.exists(id).await
+    }
+
+    /// Reads a report (see [`ReportBackend::get`]).
+    pub async fn get(&self, id: &str) -> Result<StoredReport, StoreError> {
+        self.backend.get(id).await
+    }
+
+    /// The ids of the stored reports, sorted.
+    pub async fn ids(&self) -> Result<Vec<String>, StoreError> {
+        self.backend.ids().await
+    }
+}
+
+/// A directory of stored reports: one JSON file per report, resolutions in `resolved/`, open
+/// episodes in `episodes/`.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    dir: PathBuf,
+}
+
+impl FileStore {
     /// A store in `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        ReportStore { dir: dir.into() }
+        FileStore { dir: dir.into() }
     }
 
     /// Where it stores.
@@ -130,8 +284,9 @@ impl ReportStore {
     /// The resolution recorded for `id`, if any; an unknown format version is an error.
     pub async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StoreError> {
         let path = self.resolution_path(id);
+        let place = path.display().to_string();
         let bad = |message: String| StoreError::Io {
-            path: path.display().to_string(),
+            path: place.clone(),
             message,
         };
         let bytes = match tokio::fs::read(&path).await {
@@ -141,19 +296,7 @@ impl ReportStore {
         };
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        let found = value
-            .get("format_version")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        if found != u64::from(RESOLUTION_FORMAT_VERSION) {
-            return Err(bad(format!(
-                "format_version {found} is not supported; this build reads \
-                 {RESOLUTION_FORMAT_VERSION}"
-            )));
-        }
-        serde_json::from_value(value)
-            .map(Some)
-            .map_err(|e| bad(e.to_string()))
+        resolution_from_json(value, &place).map(Some)
     }
 
     fn episode_path(&self, group: &str) -> PathBuf {
@@ -161,7 +304,7 @@ impl ReportStore {
     }
 
     /// The report id of `group`'s open episode: the one recorded by
-    /// [`ReportStore::open_episode`], unless its resolution has been recorded since.
+    /// [`FileStore::open_episode`], unless its resolution has been recorded since.
     pub async fn current_episode(&self, group: &str) -> Result<Option<String>, StoreError> {
         let path = self.episode_path(group);
         let id = match tokio::fs::read_to_string(&path).await {
@@ -176,13 +319,7 @@ impl ReportStore {
         };
         // Anything but a report id of a group (`<16 hex digits>-<Unix ms>`) is a damaged
         // record: the group starts a new episode, which replaces it.
-        let well_formed = id.split_once('-').is_some_and(|(key, ms)| {
-            key.len() == 16
-                && key.bytes().all(|b| b.is_ascii_hexdigit())
-                && !ms.is_empty()
-                && ms.bytes().all(|b| b.is_ascii_digit())
-        });
-        if !well_formed || self.resolution(&id).await?.is_some() {
+        if !is_report_id(&id) || self.resolution(&id).await?.is_some() {
             return Ok(None);
         }
         Ok(Some(id))
@@ -226,24 +363,13 @@ impl ReportStore {
                 });
             }
         };
-        let bad = |message: String| StoreError::Io {
-            path: path.display().to_string(),
-            message,
-        };
+        let place = path.display().to_string();
         let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        let found = value
-            .get("format_version")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        if found != u64::from(REPORT_FORMAT_VERSION) {
-            return Err(StoreError::Version {
-                path: path.display().to_string(),
-                found,
-            });
-        }
-        let mut report: StoredReport =
-            serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+            serde_json::from_slice(&bytes).map_err(|e| StoreError::Io {
+                path: place.clone(),
+                message: e.to_string(),
+            })?;
+        let mut report = report_from_json(value, &place)?;
         report.resolution = self.resolution(id).await?;
         Ok(report)
     }
@@ -273,6 +399,34 @@ impl ReportStore {
         }
         ids.sort();
         Ok(ids)
+    }
+}
+
+#[async_trait]
+impl ReportBackend for FileStore {
+    async fn put(&self, report: &StoredReport) -> Result<(), StoreError> {
+        FileStore::put(self, report).await.map(|_| ())
+    }
+    async fn put_resolution(&self, resolution: &Resolution) -> Result<bool, StoreError> {
+        FileStore::put_resolution(self, resolution).await
+    }
+    async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StoreError> {
+        FileStore::resolution(self, id).await
+    }
+    async fn current_episode(&self, group: &str) -> Result<Option<String>, StoreError> {
+        FileStore::current_episode(self, group).await
+    }
+    async fn open_episode(&self, group: &str, id: &str) -> Result<(), StoreError> {
+        FileStore::open_episode(self, group, id).await
+    }
+    async fn exists(&self, id: &str) -> bool {
+        FileStore::exists(self, id).await
+    }
+    async fn get(&self, id: &str) -> Result<StoredReport, StoreError> {
+        FileStore::get(self, id).await
+    }
+    async fn ids(&self) -> Result<Vec<String>, StoreError> {
+        FileStore::ids(self).await
     }
 }
 

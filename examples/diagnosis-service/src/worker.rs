@@ -1,5 +1,5 @@
-//! The workers: each takes an accepted alert group from the inbox, diagnoses it, stores the
-//! report and only then removes the group from the inbox.
+//! The workers: each claims an accepted alert group from the queue, diagnoses it, and
+//! completes the claim with the report (stored before the group leaves the queue).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +8,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::diagnosis::{Diagnoser, DiagnosisError};
-use crate::inbox::{Entry, Inbox, Queue, now_ms};
+use crate::inbox::now_ms;
+use crate::queue::{Claim, Outcome, SharedQueue};
 use crate::store::ReportStore;
 
 /// How often a diagnosis that failed (a data source did not answer) is tried in all.
@@ -29,34 +30,33 @@ pub struct WorkerContext {
     /// Where reports go.
     pub store: ReportStore,
     /// Where accepted alerts wait.
-    pub inbox: Inbox,
+    pub queue: SharedQueue,
     /// The wait before a failed diagnosis is tried again.
     pub retry_pause: Duration,
+    /// Testing only: how long a worker waits, holding its claim, between a finished diagnosis
+    /// and its completion (`test_delay_ms`; zero otherwise).
+    pub test_delay: Duration,
 }
 
 impl Workers {
-    /// Starts `n` workers (at least one) on `queue`. Needs a Tokio runtime.
-    pub fn spawn(n: usize, queue: Queue, context: WorkerContext) -> Workers {
+    /// Starts `n` workers (at least one) on `context.queue`. Needs a Tokio runtime.
+    pub fn spawn(n: usize, context: WorkerContext) -> Workers {
         let (stop, stopped) = watch::channel(false);
         let handles = (0..n.max(1))
             .map(|_| {
-                let queue = Arc::clone(&queue);
                 let context = context.clone();
                 let mut stopped = stopped.clone();
                 tokio::spawn(async move {
                     loop {
-                        let next = {
-                            let mut rx = queue.lock().await;
-                            // A closed stop channel (the `Workers` dropped without `stop`)
-                            // disables that branch: the workers go on serving the inbox.
-                            tokio::select! {
-                                biased;
-                                Ok(_) = stopped.wait_for(|s| *s) => None,
-                                entry = rx.recv() => entry,
-                            }
+                        // A closed stop channel (the `Workers` dropped without `stop`)
+                        // disables that branch: the workers go on serving the queue.
+                        let next = tokio::select! {
+                            biased;
+                            Ok(_) = stopped.wait_for(|s| *s) => None,
+                            claim = context.queue.next() => claim,
                         };
-                        let Some(entry) = next else { break };
-                        handle(&context, entry).await;
+                        let Some(claim) = next else { break };
+                        handle(&context, claim).await;
                     }
                 })
             })
@@ -87,25 +87,27 @@ impl Workers {
     }
 }
 
-/// Diagnoses one entry (trying a failed diagnosis again, up to [`DIAGNOSIS_ATTEMPTS`]), stores
-/// the report, then removes the entry from the inbox. A report that cannot be stored leaves
-/// the entry in the inbox for the next start.
-async fn handle(context: &WorkerContext, entry: Entry) {
-    if entry.alert().is_none() {
-        // `Inbox` only queues entries with their alerts.
-        let _ = context
-            .inbox
-            .finish(&entry, Some("the entry carries no alert".into()))
-            .await;
-        return;
+/// Diagnoses one claimed group (trying a failed diagnosis again, up to
+/// [`DIAGNOSIS_ATTEMPTS`]) and completes the claim with the report. A report that cannot be
+/// stored leaves the group queued, to be diagnosed again.
+async fn handle(context: &WorkerContext, claim: Claim) {
+    let id = claim.entry.id.clone();
+    let outcome = if claim.entry.alert().is_none() {
+        // Queues only hold entries with their alerts.
+        Outcome::Failed("the entry carries no alert".into())
+    } else if context.store.exists(&id).await {
+        // Stored by an earlier run that stopped before completing: done already.
+        Outcome::AlreadyReported
+    } else {
+        diagnose(context, &claim).await
+    };
+    if let Err(e) = context.queue.complete(claim, outcome, &context.store).await {
+        tracing::error!(%id, error = %e, "the alert was not completed; it is diagnosed again");
     }
-    // Stored by an earlier run that stopped before removing the entry: done already.
-    if context.store.exists(&entry.id).await {
-        if let Err(e) = context.inbox.finish(&entry, None).await {
-            tracing::error!(id = %entry.id, error = %e, "inbox entry not removed");
-        }
-        return;
-    }
+}
+
+async fn diagnose(context: &WorkerContext, claim: &Claim) -> Outcome {
+    let entry = &claim.entry;
     let mut attempt = 1;
     let outcome = loop {
         match context.diagnoser.diagnose(&entry.payload).await {
@@ -117,29 +119,22 @@ async fn handle(context: &WorkerContext, entry: Entry) {
             other => break other,
         }
     };
-    let failure = match outcome {
+    match outcome {
         Ok(mut report) => {
-            // The id the inbox, the grouping and the waiters know (computed before redaction,
+            // The id the queue, the grouping and the waiters know (computed before redaction,
             // which could change the group key it hashes).
             report.id = entry.id.clone();
             report.incident.id = entry.id.clone();
             report.received_at_ms = Some(entry.received_at_ms);
             report.reported_at_ms = Some(now_ms());
-            match context.store.put(&report).await {
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::error!(id = %entry.id, error = %e, "report not stored; the alert stays in the inbox");
-                    context.inbox.set_aside(&entry.id, e.to_string()).await;
-                    return;
-                }
+            if !context.test_delay.is_zero() {
+                tokio::time::sleep(context.test_delay).await;
             }
+            Outcome::Reported(Box::new(report))
         }
         Err(e) => {
             tracing::error!(id = %entry.id, error = %e, "diagnosis failed");
-            Some(e.to_string())
+            Outcome::Failed(e.to_string())
         }
-    };
-    if let Err(e) = context.inbox.finish(&entry, failure).await {
-        tracing::error!(id = %entry.id, error = %e, "inbox entry not removed; it is diagnosed again after a restart");
     }
 }

@@ -876,6 +876,10 @@ mod alertmanager {
 /// the real OpenTelemetry Python SDK (installed from PyPI by scripts/fetch-otel.sh), exports to
 /// the service's own address; an alert on the shop's front end is then diagnosed over what was
 /// received, and names the broken service.
+#[cfg(feature = "postgres")]
+#[path = "service/workers.rs"]
+mod workers;
+
 #[cfg(feature = "otlp")]
 mod otlp {
     use super::*;

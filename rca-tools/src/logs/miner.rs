@@ -545,6 +545,7 @@ impl OnlineMiner {
     /// cache and the family indexes: what a partial result of distributed mining carries.
     /// Absorbing it ([`OnlineMiner::absorb_miner`]) gives the same templates as absorbing
     /// `self`.
+    #[cfg(feature = "sql")]
     pub(crate) fn compacted(&self) -> OnlineMiner {
         let mut m = OnlineMiner::new(self.config.clone());
         m.clusters = self
@@ -561,6 +562,7 @@ impl OnlineMiner {
     }
 
     /// Each live template's index and line count.
+    #[cfg(feature = "sql")]
     pub(crate) fn live_counts(&self) -> Vec<(TemplateId, u64)> {
         self.clusters
             .iter()

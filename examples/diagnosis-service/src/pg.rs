@@ -1,0 +1,232 @@
+//! The PostgreSQL connection the shared queue ([`crate::pg_queue::PgQueue`]) and store
+//! ([`crate::pg_store::PgStore`]) use, and their tables.
+//!
+//! One connection per process, reopened when it breaks; every wait is bounded: connecting and
+//! each statement by `postgres.timeout_seconds` (on the server as `statement_timeout`, and on
+//! the client, which gives up a little later should the server not answer at all).
+//!
+//! The tables, in `postgres.schema` (created with it when missing, by the first process to
+//! start; later ones find them):
+//!
+//! - `diagnosis_jobs`: one row per accepted alert group (`id` is its report id), its `entry`
+//!   (the inbox entry as JSON), `state` (`queued`, `running`, `done`, `failed`), `attempts`
+//!   (the number of the latest claim), the claiming `worker` and its `lease_until`, `error`;
+//! - `diagnosis_claims`: one row per claim (`job_id`, `attempt`, `worker`, `claimed_at`,
+//!   `finished_at` and `outcome` once completed);
+//! - `diagnosis_reports`, `diagnosis_resolutions`: one JSON document per report id;
+//! - `diagnosis_episodes`: the open episode (report id) of each alert group key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Row};
+
+use crate::config::PostgresConfig;
+use crate::store::StoreError;
+
+/// The table of accepted alert groups.
+pub const JOBS: &str = "diagnosis_jobs";
+/// The table of claims.
+pub const CLAIMS: &str = "diagnosis_claims";
+/// The table of reports.
+pub const REPORTS: &str = "diagnosis_reports";
+/// The table of resolutions.
+pub const RESOLUTIONS: &str = "diagnosis_resolutions";
+/// The table of open episodes.
+pub const EPISODES: &str = "diagnosis_episodes";
+
+/// A database error as a [`StoreError`].
+pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
+    let message = match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    };
+    StoreError::Database { message }
+}
+
+/// The shared database of a service's processes.
+pub struct Pg {
+    config: PostgresConfig,
+    schema: String,
+    client: Mutex<Option<Arc<Client>>>,
+}
+
+impl std::fmt::Debug for Pg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pg")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pg {
+    /// Connects and creates the schema and the tables when they are missing.
+    pub async fn connect(config: &PostgresConfig) -> Result<Arc<Pg>, StoreError> {
+        config
+            .validate()
+            .map_err(|message| StoreError::Database { message })?;
+        let pg = Pg {
+            config: config.clone(),
+            schema: quote(config.schema()),
+            client: Mutex::new(None),
+        };
+        let mut client = pg.open().await?;
+        pg.create_tables(&mut client).await?;
+        *pg.client.lock().await = Some(Arc::new(client));
+        Ok(Arc::new(pg))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PostgresConfig {
+        &self.config
+    }
+
+    /// The longest any one statement may take.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.config.timeout_seconds)
+    }
+
+    /// `name` qualified with the schema, quoted.
+    pub fn table(&self, name: &str) -> String {
+        format!("{}.{}", self.schema, quote(name))
+    }
+
+    async fn open(&self) -> Result<Client, StoreError> {
+        let timeout = self.timeout();
+        let connecting = tokio_postgres::connect(&self.config.url, NoTls);
+        let (client, connection) = tokio::time::timeout(timeout, connecting)
+            .await
+            .map_err(|_| StoreError::Database {
+                message: format!("no connection within {} s", timeout.as_secs()),
+            })?
+            .map_err(db_error)?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %e, "postgres connection closed");
+            }
+        });
+        let setup = format!(
+            "SET statement_timeout = {}; SET lock_timeout = {};",
+            timeout.as_millis(),
+            timeout.as_millis()
+        );
+        bounded(timeout, client.batch_execute(&setup)).await?;
+        Ok(client)
+    }
+
+    async fn create_tables(&self, client: &mut Client) -> Result<(), StoreError> {
+        let (jobs, claims) = (self.table(JOBS), self.table(CLAIMS));
+        let (reports, resolutions) = (self.table(REPORTS), self.table(RESOLUTIONS));
+        let episodes = self.table(EPISODES);
+        let waiting = quote(&format!("{JOBS}_waiting"));
+        let schema = &self.schema;
+        let ddl = format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {jobs} (
+               id text PRIMARY KEY,
+               entry jsonb NOT NULL,
+               received_at_ms bigint NOT NULL,
+               state text NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+               attempts integer NOT NULL DEFAULT 0,
+               worker text,
+               lease_until timestamptz,
+               error text,
+               updated_at timestamptz NOT NULL DEFAULT now());
+             CREATE INDEX IF NOT EXISTS {waiting} ON {jobs} (received_at_ms, id)
+               WHERE state IN ('queued', 'running');
+             CREATE TABLE IF NOT EXISTS {claims} (
+               job_id text NOT NULL REFERENCES {jobs} (id) ON DELETE CASCADE,
+               attempt integer NOT NULL,
+               worker text NOT NULL,
+               claimed_at timestamptz NOT NULL DEFAULT now(),
+               finished_at timestamptz,
+               outcome text,
+               PRIMARY KEY (job_id, attempt));
+             CREATE TABLE IF NOT EXISTS {reports} (
+               id text PRIMARY KEY,
+               report jsonb NOT NULL,
+               stored_at timestamptz NOT NULL DEFAULT now());
+             CREATE TABLE IF NOT EXISTS {resolutions} (
+               id text PRIMARY KEY,
+               resolution jsonb NOT NULL,
+               recorded_at timestamptz NOT NULL DEFAULT now());
+             CREATE TABLE IF NOT EXISTS {episodes} (
+               group_key text PRIMARY KEY,
+               id text NOT NULL,
+               opened_at timestamptz NOT NULL DEFAULT now());"
+        );
+        let timeout = self.timeout();
+        // Processes starting together create the tables one after the other (`IF NOT EXISTS`
+        // alone races on the catalog).
+        let lock_key = format!("diagnosis-service {schema}");
+        let work = async {
+            let tx = client.transaction().await.map_err(db_error)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext($1)::bigint)",
+                &[&lock_key],
+            )
+            .await
+            .map_err(db_error)?;
+            tx.batch_execute(&ddl).await.map_err(db_error)?;
+            tx.commit().await.map_err(db_error)
+        };
+        tokio::time::timeout(timeout * 2, work)
+            .await
+            .map_err(|_| StoreError::Database {
+                message: format!("creating the tables took over {} s", 2 * timeout.as_secs()),
+            })?
+    }
+
+    /// The connection, reopened when it was closed.
+    async fn client(&self) -> Result<Arc<Client>, StoreError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(Arc::clone(client));
+        }
+        let client = Arc::new(self.open().await?);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    /// Runs one statement, bounded in time, and returns its rows.
+    pub async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        bounded(self.timeout(), client.query(sql, params)).await
+    }
+
+    /// Runs one statement, bounded in time, and returns how many rows it changed.
+    pub async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        bounded(self.timeout(), client.execute(sql, params)).await
+    }
+}
+
+/// Awaits `work` for at most `timeout` and a second (the server enforces `timeout` itself;
+/// the margin only covers a server that does not answer at all).
+async fn bounded<T>(
+    timeout: Duration,
+    work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, StoreError> {
+    let limit = timeout + Duration::from_secs(1);
+    tokio::time::timeout(limit, work)
+        .await
+        .map_err(|_| StoreError::Database {
+            message: format!("no answer within {} s", limit.as_secs()),
+        })?
+        .map_err(db_error)
+}
+
+/// Quotes an SQL identifier.
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}

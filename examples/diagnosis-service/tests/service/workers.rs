@@ -1,0 +1,504 @@
+//! Several processes of the service (the `diagnosis-service` binary) sharing one PostgreSQL
+//! schema (`[postgres]`, `--features postgres`): each alert group is claimed by one worker and
+//! reported once; a worker killed mid-diagnosis has its group claimed again by the other
+//! process once its lease runs out.
+//!
+//! They need `RCA_POSTGRES_URL` (`bash scripts/services.sh start`, `source .services/env`):
+//! without it, or without a server answering, they skip, unless `RCA_REQUIRE_ALL` is set,
+//! where they fail. Each test uses its own schema, dropped at the end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{START, payload_with, post_to, t};
+
+/// The connection string and an open connection, or `None` (the test skips) when
+/// `RCA_POSTGRES_URL` is unset or no server answers and `RCA_REQUIRE_ALL` is unset.
+async fn postgres() -> Option<(String, tokio_postgres::Client)> {
+    let require = std::env::var_os("RCA_REQUIRE_ALL").is_some();
+    let Some(url) = std::env::var("RCA_POSTGRES_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            !require,
+            "RCA_POSTGRES_URL is not set: run `bash scripts/services.sh start` and source \
+             .services/env (RCA_REQUIRE_ALL is set)"
+        );
+        eprintln!("skipping: RCA_POSTGRES_URL is not set (run `bash scripts/services.sh start`)");
+        return None;
+    };
+    let connecting = tokio_postgres::connect(&url, tokio_postgres::NoTls);
+    match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+        Ok(Ok((client, connection))) => {
+            tokio::spawn(connection);
+            Some((url, client))
+        }
+        outcome => {
+            let why = match outcome {
+                Ok(Err(e)) => e.to_string(),
+                _ => "no answer within 10 s".to_string(),
+            };
+            assert!(
+                !require,
+                "PostgreSQL at RCA_POSTGRES_URL does not answer (RCA_REQUIRE_ALL is set): {why}"
+            );
+            eprintln!("skipping: PostgreSQL at RCA_POSTGRES_URL does not answer: {why}");
+            None
+        }
+    }
+}
+
+/// A schema no other test (nor run) uses.
+fn unique_schema(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("ds_{tag}_{}_{nanos}", std::process::id())
+}
+
+/// Drops the test's schema when the test ends (passed or failed).
+struct SchemaGuard {
+    url: String,
+    schema: String,
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let (url, schema) = (self.url.clone(), self.schema.clone());
+        // A fresh runtime on its own thread: the test's runtime may be shutting down.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let connecting = tokio_postgres::connect(&url, tokio_postgres::NoTls);
+                if let Ok(Ok((client, connection))) =
+                    tokio::time::timeout(Duration::from_secs(5), connecting).await
+                {
+                    tokio::spawn(connection);
+                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                    let dropping = client.batch_execute(&sql);
+                    let _ = tokio::time::timeout(Duration::from_secs(10), dropping).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Telemetry files for `web` and `db` over the hour before START: db's latency jumps in the
+/// last eight minutes and it logs connection-pool errors then.
+fn write_telemetry(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+    let mut metrics = String::from("timestamp,component,metric,value\n");
+    let mut db_log = String::new();
+    let mut web_log = String::new();
+    for m in (1..=60).rev() {
+        let at = t(m).to_string();
+        let hot = m <= 8;
+        let latency = if hot { 900.0 } else { 20.0 + (m % 3) as f64 };
+        metrics.push_str(&format!("{at},db,latency_p90,{latency}\n"));
+        metrics.push_str(&format!(
+            "{at},db,cpu_usage,{}\n",
+            if hot { 0.95 } else { 0.3 }
+        ));
+        metrics.push_str(&format!(
+            "{at},web,cpu_usage,{}\n",
+            0.4 + (m % 2) as f64 * 0.01
+        ));
+        web_log.push_str(&format!(
+            "{at} INFO GET /checkout 200 in {} ms\n",
+            20 + m % 3
+        ));
+        if hot {
+            for _ in 0..5 {
+                db_log.push_str(&format!(
+                    "{at} ERROR connection pool exhausted, waited 5000 ms\n"
+                ));
+            }
+        }
+    }
+    let metrics_path = dir.join("metrics.csv");
+    std::fs::write(&metrics_path, metrics).unwrap();
+    let logs = vec![dir.join("db.log"), dir.join("web.log")];
+    std::fs::write(&logs[0], db_log).unwrap();
+    std::fs::write(&logs[1], web_log).unwrap();
+    (metrics_path, logs)
+}
+
+/// One `diagnosis-service` process; killed (SIGKILL) when dropped.
+struct Process {
+    name: String,
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts the binary on `schema` with `lease_seconds` and `test_delay_ms`, and waits (at
+    /// most 60 s) until it listens.
+    fn start(
+        dir: &Path,
+        name: &str,
+        url: &str,
+        schema: &str,
+        lease_seconds: u64,
+        test_delay_ms: u64,
+    ) -> Process {
+        let (metrics, logs) = write_telemetry(dir);
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\n\
+             max_concurrent = 2\n\
+             max_queued = 64\n\
+             test_delay_ms = {test_delay_ms}\n\
+             [data]\n\
+             metrics = [{metrics:?}]\n\
+             logs = [{:?}, {:?}]\n\
+             topology = [[\"web\", \"db\"]]\n\
+             [postgres]\n\
+             url = {url:?}\n\
+             schema = {schema:?}\n\
+             lease_seconds = {lease_seconds}\n\
+             poll_millis = 50\n\
+             worker_name = {name:?}\n",
+            logs[0], logs[1]
+        );
+        let config_path = dir.join(format!("{name}.toml"));
+        std::fs::write(&config_path, config).unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_diagnosis-service"))
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut process = Process {
+            name: name.to_string(),
+            child,
+            base: String::new(),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&process.log).unwrap_or_default();
+            if let Some(rest) = text.split("listening on ").nth(1) {
+                let base = rest.split_whitespace().next().unwrap_or_default();
+                process.base = base.to_string();
+                return process;
+            }
+            if let Ok(Some(status)) = process.child.try_wait() {
+                panic!("{name} exited with {status}:\n{text}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not listen within 60 s:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL: the process ends at once, whatever it holds.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// What the process wrote to stderr, headed by its name.
+    fn log_text(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        format!("--- {} ---\n{text}", self.name)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One row of `diagnosis_claims`: (attempt, worker, finished, outcome).
+type ClaimRow = (i32, String, bool, Option<String>);
+
+/// The claims of every job, by job id, in attempt order.
+async fn claims(db: &tokio_postgres::Client, schema: &str) -> BTreeMap<String, Vec<ClaimRow>> {
+    let rows = db
+        .query(
+            &format!(
+                "SELECT job_id, attempt, worker, finished_at IS NOT NULL, outcome
+                 FROM {schema}.diagnosis_claims ORDER BY job_id, attempt"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut out: BTreeMap<String, Vec<ClaimRow>> = BTreeMap::new();
+    for r in rows {
+        out.entry(r.get(0))
+            .or_default()
+            .push((r.get(1), r.get(2), r.get(3), r.get(4)));
+    }
+    out
+}
+
+/// (state, attempts, worker) of each job.
+async fn jobs(
+    db: &tokio_postgres::Client,
+    schema: &str,
+) -> BTreeMap<String, (String, i32, Option<String>)> {
+    db.query(
+        &format!("SELECT id, state, attempts, worker FROM {schema}.diagnosis_jobs"),
+        &[],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
+    .collect()
+}
+
+/// The ids of the stored reports, each as often as it is stored.
+async fn report_ids(db: &tokio_postgres::Client, schema: &str) -> Vec<String> {
+    db.query(
+        &format!("SELECT id FROM {schema}.diagnosis_reports ORDER BY id"),
+        &[],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// Waits (at most `limit`) until no job waits or runs.
+async fn drained(db: &tokio_postgres::Client, schema: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let open = jobs(db, schema)
+            .await
+            .values()
+            .filter(|(state, _, _)| state == "queued" || state == "running")
+            .count();
+        if open == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+async fn status_and_json(url: String) -> (u16, serde_json::Value) {
+    let response = reqwest::get(url).await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
+/// Twenty distinct alert groups, each posted to both processes at once: one of them accepts
+/// it, the other answers that it is a duplicate; every group is claimed once, by a worker of
+/// either process, and has exactly one report, which both processes serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_diagnose_each_alert_group_exactly_once() {
+    let Some((url, db)) = postgres().await else {
+        return;
+    };
+    let schema = unique_schema("once");
+    let _guard = SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Each diagnosis holds its claim 200 ms more: two workers of one process cannot take
+    // all twenty before the other process's workers look.
+    let a = Process::start(dir.path(), "a", &url, &schema, 5, 200);
+    let b = Process::start(dir.path(), "b", &url, &schema, 5, 200);
+
+    let mut accepted = BTreeSet::new();
+    let mut group_of = BTreeMap::new();
+    let mut duplicates = 0;
+    for i in 0..20 {
+        let body = payload_with("4", 1, &format!("burst{i:02}"));
+        // Both processes get the group at the same moment, the first one first for even i.
+        let (first, second) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (first, second) = (
+            format!("{}/alerts", first.base),
+            format!("{}/alerts", second.base),
+        );
+        let (x, y) = tokio::join!(post_to(&first, body.clone()), post_to(&second, body));
+        for response in [x, y] {
+            assert_eq!(response.status(), 202);
+            let answer: serde_json::Value = response.json().await.unwrap();
+            for id in answer["accepted"].as_array().unwrap() {
+                assert!(
+                    accepted.insert(id.as_str().unwrap().to_string()),
+                    "{answer}"
+                );
+                group_of.insert(id.as_str().unwrap().to_string(), i);
+            }
+            duplicates += answer["duplicates"].as_array().unwrap().len();
+        }
+    }
+    assert_eq!(accepted.len(), 20, "each group accepted by one process");
+    assert_eq!(duplicates, 20, "and answered as a duplicate by the other");
+
+    assert!(
+        drained(&db, &schema, Duration::from_secs(120)).await,
+        "not drained in 120 s:\n{}\n{}",
+        a.log_text(),
+        b.log_text()
+    );
+    // One report per group, no more.
+    let reports = report_ids(&db, &schema).await;
+    assert_eq!(reports, accepted.iter().cloned().collect::<Vec<_>>());
+    // One claim per group, completed with its report; no group claimed twice.
+    let jobs = jobs(&db, &schema).await;
+    let claims = claims(&db, &schema).await;
+    assert_eq!(claims.len(), 20);
+    let mut by_worker: BTreeMap<String, usize> = BTreeMap::new();
+    for id in &accepted {
+        assert_eq!(jobs[id].0, "done", "{id}: {:?}", jobs[id]);
+        assert_eq!(jobs[id].1, 1, "{id} claimed once");
+        let [(attempt, worker, finished, outcome)] = claims[id].as_slice() else {
+            panic!("{id}: {:?}", claims[id]);
+        };
+        assert_eq!(*attempt, 1);
+        assert!(*finished, "{id}: the claim completed");
+        assert_eq!(outcome.as_deref(), Some("reported"));
+        *by_worker.entry(worker.clone()).or_default() += 1;
+    }
+    eprintln!("claims by process: {by_worker:?}");
+    assert_eq!(
+        by_worker.len(),
+        2,
+        "both processes diagnosed: {by_worker:?}"
+    );
+
+    // Either process serves every report, the same one.
+    for id in &accepted {
+        let (sa, ra) = status_and_json(format!("{}/reports/{id}", a.base)).await;
+        let (sb, rb) = status_and_json(format!("{}/reports/{id}", b.base)).await;
+        assert_eq!((sa, sb), (200, 200), "{id}");
+        assert_eq!(ra, rb);
+        assert_eq!(ra["id"], id.as_str());
+        assert_eq!(ra["alert"]["starts_at"], START);
+        assert_eq!(ra["report"]["candidates"][0]["component"], "db", "{ra}");
+        assert!(!ra.to_string().contains("s3cr3tpw"), "redacted");
+    }
+    let (_, listed) = status_and_json(format!("{}/reports", b.base)).await;
+    assert_eq!(listed["reports"].as_array().unwrap().len(), 20);
+
+    // A group's resolution recorded by one process is known to the other: it answers the
+    // resolution again as a duplicate and shows it with the report.
+    let (id, i) = group_of.iter().next().unwrap();
+    let mut resolved: serde_json::Value =
+        serde_json::from_str(&payload_with("4", 1, &format!("burst{i:02}"))).unwrap();
+    resolved["status"] = "resolved".into();
+    // Only the alert that fired: the group's report id is its `startsAt`'s.
+    resolved["alerts"].as_array_mut().unwrap().truncate(1);
+    for alert in resolved["alerts"].as_array_mut().unwrap() {
+        alert["status"] = "resolved".into();
+        alert["endsAt"] = "2024-05-01T10:45:00Z".into();
+    }
+    let answer: serde_json::Value = post_to(&format!("{}/alerts", b.base), resolved.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["resolved"], serde_json::json!([id]), "{answer}");
+    let answer: serde_json::Value = post_to(&format!("{}/alerts", a.base), resolved.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["resolved"], serde_json::json!([]), "{answer}");
+    assert_eq!(answer["duplicates"], serde_json::json!([id]), "{answer}");
+    let (_, report) = status_and_json(format!("{}/reports/{id}", a.base)).await;
+    assert_eq!(report["resolution"]["id"], id.as_str(), "{report}");
+    assert_eq!(report["resolution"]["ends_at"], "2024-05-01T10:45:00Z");
+}
+
+/// Process `a` claims the one alert and is killed (SIGKILL) while it holds the claim; `b`,
+/// started meanwhile, does not take the group while `a` renews its lease, and claims it once
+/// the lease has run out after the kill; the group ends with exactly one report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_s_alert_is_claimed_again_after_its_lease() {
+    let Some((url, db)) = postgres().await else {
+        return;
+    };
+    let schema = unique_schema("kill");
+    let _guard = SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lease = Duration::from_secs(2);
+    // `a` holds every claim for ten minutes after its diagnosis: it is killed first.
+    let mut a = Process::start(dir.path(), "a", &url, &schema, lease.as_secs(), 600_000);
+    let response = post_to(
+        &format!("{}/alerts", a.base),
+        payload_with("4", 1, "killed"),
+    )
+    .await;
+    assert_eq!(response.status(), 202);
+    let answer: serde_json::Value = response.json().await.unwrap();
+    let id = answer["accepted"][0].as_str().unwrap().to_string();
+
+    // `a` claims it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let jobs = jobs(&db, &schema).await;
+        if jobs
+            .get(&id)
+            .is_some_and(|(state, _, _)| state == "running")
+        {
+            assert_eq!(jobs[&id].2.as_deref(), Some("a"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a did not claim {id}:\n{}",
+            a.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // `b` starts, and for more than a lease leaves the group to `a`, which renews its lease.
+    let b = Process::start(dir.path(), "b", &url, &schema, lease.as_secs(), 0);
+    tokio::time::sleep(lease + lease / 2).await;
+    assert_eq!(jobs(&db, &schema).await[&id].1, 1, "still the first claim");
+    let (status, pending) = status_and_json(format!("{}/reports/{id}", b.base)).await;
+    assert_eq!(status, 202, "{pending}");
+    assert_eq!(pending["status"], "pending");
+
+    a.kill();
+    let killed = Instant::now();
+    assert!(
+        drained(&db, &schema, Duration::from_secs(60)).await,
+        "b did not finish {id}:\n{}",
+        b.log_text()
+    );
+    let waited = killed.elapsed();
+    // The lease ran out first: it was renewed (every lease / 4) until the kill.
+    assert!(
+        waited >= lease / 2,
+        "claimed again {waited:?} after the kill, before the lease ran out"
+    );
+
+    let claims = claims(&db, &schema).await;
+    assert_eq!(
+        claims[&id],
+        vec![
+            (1, "a".to_string(), false, None),
+            (2, "b".to_string(), true, Some("reported".to_string())),
+        ]
+    );
+    assert_eq!(report_ids(&db, &schema).await, vec![id.clone()]);
+    let (status, report) = status_and_json(format!("{}/reports/{id}", b.base)).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["id"], id.as_str());
+    eprintln!("claimed again {waited:?} after the kill (lease {lease:?})");
+}
