@@ -214,6 +214,35 @@ fn the_python_sdk_exports_a_shop_and_the_diagnosis_names_the_broken_service() {
             "{mode} in {faulty}: {}",
             serde_json::to_string_pretty(&report["candidates"]).unwrap()
         );
+
+        // What OTLP delivered goes to rest as Parquet: every signal has rows.
+        #[cfg(feature = "sql")]
+        {
+            let parquet = tmp.path().join("parquet");
+            let out = super::rca()
+                .args(["export", "parquet"])
+                .arg(&parquet)
+                .arg("--incident")
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            // "wrote N files (B bytes) to DIR: L log lines, M metric samples, S spans"
+            let counts: Vec<u64> = text
+                .rsplit(": ")
+                .next()
+                .unwrap_or_default()
+                .split(", ")
+                .filter_map(|part| part.split(' ').next()?.parse().ok())
+                .collect();
+            assert_eq!(counts.len(), 3, "{text}");
+            assert!(counts.iter().all(|&n| n > 0), "{text}");
+        }
     }
 }
 
