@@ -5,7 +5,8 @@
 //! Layout under the destination: `logs/`, `metrics/` and `spans/`, each holding one file per
 //! time partition and write, `part-<partition start ms>-<write>.parquet`, rows in time order
 //! (ties keep the order they were given). The tables are the standard layouts of
-//! [`logs_batch`], [`metrics_batch`] and [`spans_batch`]. Files are written under a temporary
+//! [`TelemetryTables`](super::TelemetryTables)'s `register_logs`, `register_metrics` and
+//! `register_spans`. Files are written under a temporary
 //! name and renamed, so a reader never sees half a file, and nothing is written outside the
 //! destination, which must be empty or hold only an earlier export.
 

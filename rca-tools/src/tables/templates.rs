@@ -3,7 +3,7 @@
 //! Each partial aggregate mines its lines with one [`OnlineMiner`] per *chunk* (the second
 //! argument, an integer such as a time bucket) and per side of the window (the optional third
 //! argument); its state is those miners' live templates and counts
-//! ([`OnlineMiner::compacted`]), so on a cluster only templates and counts cross the network,
+//! (the miner's live templates without its caches), so on a cluster only templates and counts cross the network,
 //! never lines. The final aggregate absorbs the chunk miners in the order of (chunk, side,
 //! state) into one miner, the way the parallel miner folds its per-range miners, and returns
 //! one row per template: `{template, lines, baseline, window}`, most lines first.
@@ -113,7 +113,7 @@ impl AggregateUDFImpl for LogTemplates {
 struct ChunkState {
     chunk: i64,
     window: bool,
-    /// [`OnlineMiner::save`] of the compacted miner.
+    /// [`OnlineMiner::save`] of the compacted miner (live templates only).
     miner: String,
 }
 
