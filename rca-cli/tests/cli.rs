@@ -437,6 +437,24 @@ mod html_in_chromium {
     }
 }
 
+/// `rca export parquet OUT --incident INCIDENT`, which must succeed; its output.
+#[cfg(feature = "sql")]
+pub(crate) fn export(incident: &Path, out: &Path) -> String {
+    let run = rca()
+        .args(["export", "parquet"])
+        .arg(out)
+        .arg("--incident")
+        .arg(incident)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).to_string()
+}
+
 #[cfg(feature = "otlp")]
 #[path = "cli/otlp.rs"]
 mod otlp;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{rca, repo_root};
+use super::{export, rca, repo_root};
 
 /// A child process killed when dropped.
 struct Process(Child);
@@ -171,23 +171,6 @@ fn a_two_executor_cluster_mines_millions_of_lines_exactly_as_the_local_run() {
             work.display()
         );
     }
-}
-
-/// `rca export parquet OUT --incident INCIDENT`; its output.
-fn export(incident: &Path, out: &Path) -> String {
-    let run = rca()
-        .args(["export", "parquet"])
-        .arg(out)
-        .arg("--incident")
-        .arg(incident)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    String::from_utf8_lossy(&run.stdout).to_string()
 }
 
 /// The generated SQL tools (the deterministic policy's templates) over the bundled incident's

@@ -219,19 +219,7 @@ fn the_python_sdk_exports_a_shop_and_the_diagnosis_names_the_broken_service() {
         #[cfg(feature = "sql")]
         {
             let parquet = tmp.path().join("parquet");
-            let out = super::rca()
-                .args(["export", "parquet"])
-                .arg(&parquet)
-                .arg("--incident")
-                .arg(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let text = super::export(&dir, &parquet);
             // "wrote N files (B bytes) to DIR: L log lines, M metric samples, S spans"
             let counts: Vec<u64> = text
                 .rsplit(": ")
