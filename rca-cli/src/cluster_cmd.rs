@@ -108,9 +108,9 @@ pub struct BenchArgs {
     /// First of the loopback ports the cluster uses (five consecutive ports).
     #[arg(long, default_value_t = 50150)]
     pub port: u16,
-    /// Also write the table into this Markdown file's `cluster` section.
+    /// Also write the table into this Markdown file's `cluster` section (repeatable).
     #[arg(long)]
-    pub write_docs: Option<PathBuf>,
+    pub write_docs: Vec<PathBuf>,
 }
 
 /// Runs `rca cluster`.
@@ -524,11 +524,14 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
          runs one task at a time; on 2 cores a second executor adds coordination, not cores.\n",
     );
     print!("{table}");
-    if let Some(path) = &args.write_docs {
-        let command = format!(
-            "rca cluster bench --work DIR --lines {} --port {}",
-            args.lines, args.port
-        );
+    let mut command = format!(
+        "rca cluster bench --work DIR --lines {} --port {}",
+        args.lines, args.port
+    );
+    for path in &args.write_docs {
+        command.push_str(&format!(" --write-docs {}", path.display()));
+    }
+    for path in &args.write_docs {
         rca_eval::docs::write_section(path, "cluster", &command, &table)?;
     }
     if runs.iter().any(|r| !r.same_result) {

@@ -459,6 +459,9 @@ pub(crate) fn export(incident: &Path, out: &Path) -> String {
 #[path = "cli/otlp.rs"]
 mod otlp;
 
+#[path = "cli/tidy_docs.rs"]
+mod tidy_docs;
+
 #[cfg(feature = "ballista")]
 #[path = "cli/cluster.rs"]
 mod cluster;

@@ -92,7 +92,7 @@ impl Ranker {
     /// [`super::events::EventAnalyzer`]) changes mostly where the fault is: logs 1, metrics
     /// 1/2, traces 0.4. No convergence bonus: symptoms converge too. On the Nezha development
     /// day any traces weight from 0.25 to 0.5 ranks the same; 0.4 leaves room for faults that
-    /// show mostly in traces (network delay); see `docs/arch/nezha.md`.
+    /// show mostly in traces (network delay); see `docs/arch/analyzers.md`.
     pub fn multimodal() -> Self {
         Ranker {
             weights: BTreeMap::from([
