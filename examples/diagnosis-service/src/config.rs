@@ -86,6 +86,13 @@ pub struct ServiceConfig {
     /// `store_dir`, so that several processes share them (needs the `postgres` feature).
     #[serde(default)]
     pub postgres: Option<PostgresConfig>,
+    /// Whether diagnoses use long-term memory (default: yes): each diagnosis is offered the
+    /// past incidents with the most similar alerts (and each explorer its nearest past
+    /// actions), and is remembered when it ends. In `store_dir/memory/` (one file per store,
+    /// shared by this process's workers); with `[postgres]`, in the table `diagnosis_memory`,
+    /// shared by every process. Everything remembered is redacted as the reports are.
+    #[serde(default = "default_memory")]
+    pub memory: bool,
     /// Testing only: each worker waits this long, holding its claim, between a finished
     /// diagnosis and storing its report, in milliseconds (so that a test can stop a process
     /// mid-diagnosis). Leave it at 0, the default, anywhere else.
@@ -119,6 +126,11 @@ pub struct PostgresConfig {
     /// This process's name in the claims it records (default: `diagnosis-service-<pid>`).
     #[serde(default)]
     pub worker_name: Option<String>,
+    /// How many entries of a long-term memory store (the past incidents, or one explorer's
+    /// past actions) a search reads at most: the most recently added ones. Bounds the time and
+    /// memory of a search; older entries are kept but no longer found.
+    #[serde(default = "default_memory_search_limit")]
+    pub memory_search_limit: usize,
 }
 
 impl std::fmt::Debug for PostgresConfig {
@@ -130,6 +142,7 @@ impl std::fmt::Debug for PostgresConfig {
             .field("poll_millis", &self.poll_millis)
             .field("timeout_seconds", &self.timeout_seconds)
             .field("worker_name", &self.worker_name)
+            .field("memory_search_limit", &self.memory_search_limit)
             .finish_non_exhaustive()
     }
 }
@@ -144,7 +157,16 @@ impl PostgresConfig {
             poll_millis: default_poll(),
             timeout_seconds: default_pg_timeout(),
             worker_name: None,
+            memory_search_limit: default_memory_search_limit(),
         }
+    }
+
+    /// The name this process records in its claims and memory entries: `worker_name`, else
+    /// `diagnosis-service-<pid>`.
+    pub fn worker(&self) -> String {
+        self.worker_name
+            .clone()
+            .unwrap_or_else(|| format!("diagnosis-service-{}", std::process::id()))
     }
 
     /// The schema the tables live in.
@@ -190,6 +212,9 @@ impl PostgresConfig {
             .is_some_and(|n| n.trim().is_empty())
         {
             return Err("`postgres.worker_name` must not be empty".into());
+        }
+        if self.memory_search_limit == 0 {
+            return Err("`postgres.memory_search_limit` must be at least 1, e.g. 10000".into());
         }
         Ok(())
     }
@@ -272,6 +297,12 @@ fn default_poll() -> u64 {
 fn default_pg_timeout() -> u64 {
     10
 }
+fn default_memory() -> bool {
+    true
+}
+fn default_memory_search_limit() -> usize {
+    10_000
+}
 
 impl ServiceConfig {
     /// A configuration with the defaults, storing reports in `store_dir`.
@@ -291,6 +322,7 @@ impl ServiceConfig {
             retry_after_seconds: default_retry_after(),
             data: DataConfig::default(),
             postgres: None,
+            memory: default_memory(),
             test_delay_ms: 0,
         }
     }
@@ -572,6 +604,8 @@ mod tests {
                 (pg.lease_seconds, pg.poll_millis, pg.timeout_seconds),
                 (5, 500, 10)
             );
+            assert_eq!(pg.memory_search_limit, 10_000);
+            assert!(config.memory, "long-term memory is on by default");
             // The connection string may carry a password: it is not shown.
             assert!(!format!("{pg:?}").contains("pw"));
         } else {
@@ -587,7 +621,31 @@ mod tests {
         pg.lease_seconds = 0;
         assert!(pg.validate().unwrap_err().contains("lease_seconds"));
         pg.lease_seconds = 1;
+        pg.memory_search_limit = 0;
+        assert!(pg.validate().unwrap_err().contains("memory_search_limit"));
+        pg.memory_search_limit = 1;
         pg.url = " ".into();
         assert!(pg.validate().unwrap_err().contains("postgres.url"));
+        assert_eq!(
+            PostgresConfig {
+                worker_name: Some("w".into()),
+                ..PostgresConfig::new("host=x")
+            }
+            .worker(),
+            "w"
+        );
+    }
+
+    #[test]
+    fn memory_can_be_turned_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("service.toml");
+        std::fs::write(
+            &path,
+            "store_dir = \"r\"\nmemory = false\n[data]\nmetrics = [\"m.csv\"]\n",
+        )
+        .unwrap();
+        assert!(!ServiceConfig::load(&path).unwrap().memory);
+        assert!(ServiceConfig::new("r").memory);
     }
 }

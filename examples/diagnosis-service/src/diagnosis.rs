@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alert::{Alert, WebhookPayload};
 use crate::config::{ServiceConfig, Sources};
+use crate::memory::SharedMemory;
 use crate::store::Resolution;
 
 /// Why one alert could not be diagnosed.
@@ -113,6 +114,7 @@ pub struct Diagnoser {
     component_label: String,
     scope_labels: Vec<String>,
     redactor: Redactor,
+    memory: Option<SharedMemory>,
 }
 
 /// At most this many alerts of a group are listed in its incident's description.
@@ -149,7 +151,26 @@ impl Diagnoser {
             component_label: config.component_label.clone(),
             scope_labels: config.scope_labels.clone(),
             redactor,
+            memory: None,
         }
+    }
+
+    /// The same diagnoser reading and writing the long-term memory `memory` (shared by the
+    /// process's workers): each diagnosis is offered the past incidents with the nearest
+    /// alerts, and is remembered when it ends.
+    pub fn with_memory(mut self, memory: SharedMemory) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// The long-term memory, when there is one.
+    pub fn memory(&self) -> Option<&SharedMemory> {
+        self.memory.as_ref()
+    }
+
+    /// The redactor applied to everything stored.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// `payload` with every string redacted (what the inbox keeps on disk). A payload that
@@ -353,7 +374,22 @@ impl Diagnoser {
     /// Diagnoses one firing alert group (one notification's group, see
     /// [`WebhookPayload::groups`]); the result is already redacted.
     pub async fn diagnose(&self, group: &WebhookPayload) -> Result<StoredReport, DiagnosisError> {
-        let (id, incident, summary) = self.incident(group)?;
+        self.diagnose_as(group, None).await
+    }
+
+    /// [`Diagnoser::diagnose`], the incident (and its report, and what long-term memory
+    /// remembers of it) taking the id `given_id` when given: the id the queue computed when it
+    /// accepted the group.
+    pub async fn diagnose_as(
+        &self,
+        group: &WebhookPayload,
+        given_id: Option<&str>,
+    ) -> Result<StoredReport, DiagnosisError> {
+        let (mut id, mut incident, summary) = self.incident(group)?;
+        if let Some(given) = given_id {
+            id = given.to_string();
+            incident.id = id.clone();
+        }
         let failed = |message: String| DiagnosisError::Failed {
             incident: id.clone(),
             message,
@@ -361,18 +397,36 @@ impl Diagnoser {
         // The library's diagnosis pipeline (deterministic roles), over this service's
         // explorers. Its sources are queried live, so the onset is not estimated: the current
         // window is the last `current_minutes` before the alert.
-        let pipeline = DiagnosisPipeline::with_explorers(
-            self.explorers(self.scope(group)),
-            self.sources.topology.clone(),
-            RoleModels::default(),
-            PipelineConfig {
-                current_minutes: (self.current_millis / 60_000).max(1),
-                min_modalities: self.min_modalities,
-                onset: None,
-                ..PipelineConfig::default()
-            },
-        )
-        .map_err(|e| failed(e.to_string()))?;
+        let build = || {
+            DiagnosisPipeline::with_explorers(
+                self.explorers(self.scope(group)),
+                self.sources.topology.clone(),
+                RoleModels::default(),
+                PipelineConfig {
+                    current_minutes: (self.current_millis / 60_000).max(1),
+                    min_modalities: self.min_modalities,
+                    onset: None,
+                    ..PipelineConfig::default()
+                },
+            )
+            .map_err(|e| failed(e.to_string()))
+        };
+        let pipeline = match &self.memory {
+            Some(memory) => {
+                // Held only while the pipeline takes its stores (opened on first use); what
+                // it guards (the opened stores) stays whole should a holder have panicked.
+                let mut memory = memory.lock().unwrap_or_else(|e| e.into_inner());
+                match build()?.with_memory(&mut memory) {
+                    Ok(pipeline) => pipeline,
+                    // A store that cannot be opened costs the diagnosis its memory only.
+                    Err(e) => {
+                        tracing::warn!(%id, error = %e, "diagnosing without long-term memory");
+                        build()?
+                    }
+                }
+            }
+            None => build()?,
+        };
         let run = pipeline
             .run(&incident)
             .await

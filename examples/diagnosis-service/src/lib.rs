@@ -14,7 +14,11 @@
 //! With the `postgres` feature and a `[postgres]` table in the configuration, the queue and
 //! the store live in PostgreSQL instead, so that several processes serve one service: each
 //! accepted group is claimed by one worker under a renewed lease, claimed again by another
-//! when its worker dies, and stored once (see `docs/guides/scale-workers.md`).
+//! when its worker dies, and stored once (see `docs/guides/scale.md`).
+//!
+//! Diagnoses use long-term memory (setting `memory`, on by default, see [`memory`]): past
+//! incidents with similar alerts are offered to each new diagnosis, which is remembered in
+//! turn, in `store_dir/memory/` or, with `[postgres]`, in the shared database.
 
 #![deny(missing_docs)]
 
@@ -24,8 +28,11 @@ pub mod config;
 pub mod diagnosis;
 pub mod inbox;
 pub mod load;
+pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod pg;
+#[cfg(feature = "postgres")]
+pub mod pg_memory;
 #[cfg(feature = "postgres")]
 pub mod pg_queue;
 #[cfg(feature = "postgres")]
@@ -59,45 +66,77 @@ pub struct Service {
     recovered: usize,
 }
 
-/// The store, the queue and how many groups wait from an earlier run: in `store_dir`.
+/// Where a service keeps its reports, its queue and its long-term memory.
+struct Backends {
+    store: ReportStore,
+    queue: SharedQueue,
+    /// How many groups wait from an earlier run.
+    recovered: usize,
+    /// `None` with `memory = false`.
+    memory: Option<memory::SharedMemory>,
+}
+
+/// The backends in `store_dir`.
 #[cfg(not(feature = "postgres"))]
 async fn open_backends(
     config: &ServiceConfig,
-) -> Result<(ReportStore, SharedQueue, usize), StoreError> {
+    redactor: &rca_llm::redact::Redactor,
+) -> Result<Backends, StoreError> {
     if config.postgres.is_some() {
         return Err(StoreError::Database {
             message: "`[postgres]` needs the service built with `--features postgres`".into(),
         });
     }
-    open_files(config).await
+    open_files(config, redactor).await
 }
 
-/// The store, the queue and how many groups wait from an earlier run: in PostgreSQL with
-/// `[postgres]`, else in `store_dir`.
+/// The backends in PostgreSQL with `[postgres]`, else in `store_dir`.
 #[cfg(feature = "postgres")]
 async fn open_backends(
     config: &ServiceConfig,
-) -> Result<(ReportStore, SharedQueue, usize), StoreError> {
+    redactor: &rca_llm::redact::Redactor,
+) -> Result<Backends, StoreError> {
     let Some(settings) = &config.postgres else {
-        return open_files(config).await;
+        return open_files(config, redactor).await;
     };
     let pg = pg::Pg::connect(settings).await?;
     let store = ReportStore::with_backend(Arc::new(pg_store::PgStore::new(Arc::clone(&pg))));
+    let memory = config
+        .memory
+        .then(|| pg_memory::shared_memory(&pg, redactor));
     let queue = pg_queue::PgQueue::new(pg, config.max_queued);
-    let left = queue.left_over().await?;
-    Ok((store, Arc::new(queue), left))
+    let recovered = queue.left_over().await?;
+    Ok(Backends {
+        store,
+        queue: Arc::new(queue),
+        recovered,
+        memory,
+    })
 }
 
 async fn open_files(
     config: &ServiceConfig,
-) -> Result<(ReportStore, SharedQueue, usize), StoreError> {
+    redactor: &rca_llm::redact::Redactor,
+) -> Result<Backends, StoreError> {
     let (queue, recovered) =
         FileQueue::open(&config.store_dir.join(INBOX_DIR), config.max_queued).await?;
-    Ok((
-        ReportStore::new(&config.store_dir),
-        Arc::new(queue),
+    let memory = if config.memory {
+        let dir = config.store_dir.join(memory::MEMORY_DIR);
+        Some(
+            memory::open_files(&dir, redactor).map_err(|e| StoreError::Io {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?,
+        )
+    } else {
+        None
+    };
+    Ok(Backends {
+        store: ReportStore::new(&config.store_dir),
+        queue: Arc::new(queue),
         recovered,
-    ))
+        memory,
+    })
 }
 
 impl Service {
@@ -108,12 +147,14 @@ impl Service {
     pub async fn start(config: &ServiceConfig, sources: Sources) -> Result<Service, StoreError> {
         #[cfg(feature = "otlp")]
         let sources_otlp = sources.otlp.clone();
-        let diagnoser = Arc::new(Diagnoser::new(
-            config,
-            sources,
-            rca_llm::redact::Redactor::builtin(),
-        ));
-        let (store, inbox, recovered) = open_backends(config).await?;
+        let redactor = rca_llm::redact::Redactor::builtin();
+        let backends = open_backends(config, &redactor).await?;
+        let mut diagnoser = Diagnoser::new(config, sources, redactor);
+        if let Some(memory) = backends.memory {
+            diagnoser = diagnoser.with_memory(memory);
+        }
+        let diagnoser = Arc::new(diagnoser);
+        let (store, inbox, recovered) = (backends.store, backends.queue, backends.recovered);
         let retry_after = Duration::from_secs(config.retry_after_seconds);
         let workers = Workers::spawn(
             config.max_concurrent,

@@ -14,7 +14,9 @@
 //! - `diagnosis_claims`: one row per claim (`job_id`, `attempt`, `worker`, `claimed_at`,
 //!   `finished_at` and `outcome` once completed);
 //! - `diagnosis_reports`, `diagnosis_resolutions`: one JSON document per report id;
-//! - `diagnosis_episodes`: the open episode (report id) of each alert group key.
+//! - `diagnosis_episodes`: the open episode (report id) of each alert group key;
+//! - `diagnosis_memory`: the long-term memory of diagnoses (see [`crate::pg_memory`]), one row
+//!   per entry (`namespace`, `id`, `text`, `vector`, `payload`, the `writer` process).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +38,8 @@ pub const REPORTS: &str = "diagnosis_reports";
 pub const RESOLUTIONS: &str = "diagnosis_resolutions";
 /// The table of open episodes.
 pub const EPISODES: &str = "diagnosis_episodes";
+/// The table of long-term memory entries.
+pub const MEMORY: &str = "diagnosis_memory";
 
 /// A database error as a [`StoreError`].
 pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
@@ -119,8 +123,9 @@ impl Pg {
     async fn create_tables(&self, client: &mut Client) -> Result<(), StoreError> {
         let (jobs, claims) = (self.table(JOBS), self.table(CLAIMS));
         let (reports, resolutions) = (self.table(REPORTS), self.table(RESOLUTIONS));
-        let episodes = self.table(EPISODES);
+        let (episodes, memory) = (self.table(EPISODES), self.table(MEMORY));
         let waiting = quote(&format!("{JOBS}_waiting"));
+        let recent = quote(&format!("{MEMORY}_recent"));
         let schema = &self.schema;
         let ddl = format!(
             "CREATE SCHEMA IF NOT EXISTS {schema};
@@ -155,7 +160,19 @@ impl Pg {
              CREATE TABLE IF NOT EXISTS {episodes} (
                group_key text PRIMARY KEY,
                id text NOT NULL,
-               opened_at timestamptz NOT NULL DEFAULT now());"
+               opened_at timestamptz NOT NULL DEFAULT now());
+             CREATE TABLE IF NOT EXISTS {memory} (
+               namespace text NOT NULL,
+               id text NOT NULL,
+               seq bigserial NOT NULL,
+               text text NOT NULL,
+               vector real[] NOT NULL,
+               payload jsonb NOT NULL,
+               writer text NOT NULL,
+               inserted_at timestamptz NOT NULL DEFAULT now(),
+               updated_at timestamptz NOT NULL DEFAULT now(),
+               PRIMARY KEY (namespace, id));
+             CREATE INDEX IF NOT EXISTS {recent} ON {memory} (namespace, seq DESC);"
         );
         let timeout = self.timeout();
         // Processes starting together create the tables one after the other (`IF NOT EXISTS`

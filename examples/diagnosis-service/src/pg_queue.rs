@@ -46,10 +46,7 @@ impl PgQueue {
     /// The queue in `pg`'s tables, holding at most `capacity` groups that wait or run.
     pub fn new(pg: Arc<Pg>, capacity: usize) -> PgQueue {
         let config = pg.config();
-        let worker = config
-            .worker_name
-            .clone()
-            .unwrap_or_else(|| format!("diagnosis-service-{}", std::process::id()));
+        let worker = config.worker();
         PgQueue {
             lease: Duration::from_secs(config.lease_seconds.max(1)),
             poll: Duration::from_millis(config.poll_millis.max(10)),

@@ -110,7 +110,11 @@ async fn diagnose(context: &WorkerContext, claim: &Claim) -> Outcome {
     let entry = &claim.entry;
     let mut attempt = 1;
     let outcome = loop {
-        match context.diagnoser.diagnose(&entry.payload).await {
+        match context
+            .diagnoser
+            .diagnose_as(&entry.payload, Some(&entry.id))
+            .await
+        {
             Err(DiagnosisError::Failed { message, .. }) if attempt < DIAGNOSIS_ATTEMPTS => {
                 tracing::warn!(id = %entry.id, attempt, %message, "diagnosis failed; trying again");
                 attempt += 1;

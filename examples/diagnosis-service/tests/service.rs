@@ -497,6 +497,84 @@ async fn a_restart_loses_no_accepted_alert() {
     );
 }
 
+/// The past incidents a report's diagnosis recalled from long-term memory (its `recall`
+/// step), or none.
+fn recalled(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    report["trajectory"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["action"]["name"] == "recall")
+        .map(|s| s["action"]["args"].as_array().unwrap().clone())
+        .unwrap_or_default()
+}
+
+/// Without `[postgres]`, long-term memory lives in `store_dir/memory/`: a second group with
+/// the alert of the first recalls the first's incident; everything kept is redacted; a store
+/// file that cannot be read costs later diagnoses their memory, not their reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_term_memory_in_files_recalls_past_incidents() {
+    let mut server = start(2, 8, None, None).await;
+    let first: serde_json::Value = post(&server.base, payload("4", 1))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let first = &first["reports"][0];
+    assert!(recalled(first).is_empty(), "nothing to recall yet");
+    let second: serde_json::Value = post(&server.base, payload_with("4", 1, "another"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let second = &second["reports"][0];
+    assert_ne!(second["id"], first["id"]);
+    let past = recalled(second);
+    assert_eq!(past[0]["incident"], first["id"], "{past:?}");
+    assert_eq!(past[0]["root_cause"], "db");
+
+    let dir = server.store.path().join("memory");
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(files.contains(&"incidents.json".to_string()), "{files:?}");
+    let explorer = files
+        .iter()
+        .find(|f| f.starts_with("explorer-"))
+        .unwrap_or_else(|| panic!("no explorer store: {files:?}"))
+        .clone();
+    for f in &files {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(!text.contains("s3cr3tpw"), "{f} is not redacted");
+    }
+    // Listing reports ignores the memory folder.
+    let listed: serde_json::Value = get_json(format!("{}/reports", server.base)).await;
+    assert_eq!(listed["reports"].as_array().unwrap().len(), 2, "{listed}");
+
+    // A broken explorer store: the next start diagnoses without memory.
+    server.task.abort();
+    server
+        .service
+        .take()
+        .unwrap()
+        .stop(Duration::from_secs(5))
+        .await;
+    std::fs::write(dir.join(&explorer), "[").unwrap();
+    let again = start(2, 8, None, Some(Arc::clone(&server.store))).await;
+    let third: serde_json::Value = post(&again.base, payload_with("4", 1, "third"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let third = &third["reports"][0];
+    assert_eq!(
+        third["report"]["candidates"][0]["component"], "db",
+        "{third}"
+    );
+    assert!(recalled(third).is_empty());
+}
+
 /// The load test (`diagnosis-service-load` runs the same with its figures): 500 notifications
 /// in bursts, with repeats, malformed and oversized bodies and a crash mid-run. No log query
 /// answers in the first two seconds (so the first burst of 50 meets an inbox of 16 that does

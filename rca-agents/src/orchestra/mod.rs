@@ -29,7 +29,7 @@ pub mod policy;
 pub mod ranking_tool;
 mod roles;
 
-pub use diagnosis_memory::{DiagnosisMemory, INCIDENTS_FILE};
+pub use diagnosis_memory::{DiagnosisMemory, ExplorerStores, INCIDENTS_FILE, explorer_file_name};
 pub use orchestrator::{Fallbacks, Onset, Orchestrator, OrchestratorConfig, RunEvent, RunRecord};
 pub use pipeline::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
 pub use ranking_tool::RankComponents;

@@ -1,7 +1,8 @@
 //! Several processes of the service (the `diagnosis-service` binary) sharing one PostgreSQL
 //! schema (`[postgres]`, `--features postgres`): each alert group is claimed by one worker and
 //! reported once; a worker killed mid-diagnosis has its group claimed again by the other
-//! process once its lease runs out.
+//! process once its lease runs out; the long-term memory of diagnoses is shared through the
+//! table `diagnosis_memory`.
 //!
 //! They need `RCA_POSTGRES_URL` (`bash scripts/services.sh start`, `source .services/env`):
 //! without it, or without a server answering, they skip, unless `RCA_REQUIRE_ALL` is set,
@@ -12,7 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{START, payload_with, post_to, t};
+use std::sync::Arc;
+
+use example_diagnosis_service::PostgresConfig;
+use example_diagnosis_service::pg::Pg;
+use example_diagnosis_service::pg_memory::PgLongTermMemory;
+use rca_core::StoreError;
+use rca_core::memory::{LongTermMemory, MemoryEntry};
+
+use super::{START, payload_with, post, post_to, t};
 
 /// The connection string and an open connection, or `None` (the test skips) when
 /// `RCA_POSTGRES_URL` is unset or no server answers and `RCA_REQUIRE_ALL` is unset.
@@ -322,7 +331,8 @@ async fn two_processes_diagnose_each_alert_group_exactly_once() {
     let mut group_of = BTreeMap::new();
     let mut duplicates = 0;
     for i in 0..20 {
-        let body = payload_with("4", 1, &format!("burst{i:02}"));
+        // Each group's alert is told apart by a word of its summary (for long-term memory).
+        let body = burst_payload(i, &format!("burst{i:02}"));
         // Both processes get the group at the same moment, the first one first for even i.
         let (first, second) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
         let (first, second) = (
@@ -420,6 +430,237 @@ async fn two_processes_diagnose_each_alert_group_exactly_once() {
     let (_, report) = status_and_json(format!("{}/reports/{id}", a.base)).await;
     assert_eq!(report["resolution"]["id"], id.as_str(), "{report}");
     assert_eq!(report["resolution"]["ends_at"], "2024-05-01T10:45:00Z");
+
+    // Long-term memory: each diagnosed group is one past incident in the shared table,
+    // remembered by the process whose worker diagnosed it, redacted.
+    let remembered = memory_rows(&db, &schema, "incidents").await;
+    assert_eq!(
+        remembered.keys().cloned().collect::<BTreeSet<_>>(),
+        accepted,
+        "one past incident per group"
+    );
+    for (id, (writer, text)) in &remembered {
+        let [(_, claimed_by, _, _)] = claims[id].as_slice() else {
+            panic!("{id}: {:?}", claims[id]);
+        };
+        assert_eq!(
+            writer, claimed_by,
+            "{id} remembered by its diagnosing process"
+        );
+        assert!(!text.contains("s3cr3tpw"), "{text}");
+    }
+    let writers: BTreeSet<&String> = remembered.values().map(|(w, _)| w).collect();
+    assert_eq!(writers.len(), 2, "both processes remember: {writers:?}");
+    let namespaces: Vec<String> = db
+        .query(
+            &format!("SELECT DISTINCT namespace FROM {schema}.diagnosis_memory ORDER BY 1"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        namespaces.iter().any(|n| n.starts_with("explorer-")),
+        "the explorers' past actions too: {namespaces:?}"
+    );
+    let leaked: i64 = db
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {schema}.diagnosis_memory
+                 WHERE text LIKE '%s3cr3tpw%' OR payload::text LIKE '%s3cr3tpw%'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(leaked, 0, "memory entries are redacted");
+
+    // A later alert like one `a` diagnosed (the same summary, another group), diagnosed by
+    // `b` alone (`a` is stopped): `b` recalls `a`'s incident first.
+    let (a_id, a_group) = group_of
+        .iter()
+        .find(|(id, _)| remembered[*id].0 == "a")
+        .map(|(id, i)| (id.clone(), *i))
+        .unwrap();
+    let mut a = a;
+    a.kill();
+    let response = post(&b.base, burst_payload(a_group, "later")).await;
+    assert_eq!(response.status(), 200);
+    let answer: serde_json::Value = response.json().await.unwrap();
+    let later = &answer["reports"][0];
+    let later_id = later["id"].as_str().unwrap();
+    assert!(!accepted.contains(later_id), "a new group: {later_id}");
+    let recall = later["trajectory"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["action"]["name"] == "recall")
+        .unwrap_or_else(|| panic!("no recall step: {later}"));
+    let recalled = recall["action"]["args"].as_array().unwrap();
+    assert_eq!(recalled[0]["incident"], a_id.as_str(), "{recalled:?}");
+    assert_eq!(recalled[0]["root_cause"], "db");
+    assert!(recalled[0]["similarity"].as_f64().unwrap() > 0.99);
+    if let Some(next) = recalled.get(1) {
+        assert!(next["similarity"].as_f64() < recalled[0]["similarity"].as_f64());
+    }
+    let remembered = memory_rows(&db, &schema, "incidents").await;
+    assert_eq!(remembered.len(), 21);
+    assert_eq!(remembered[later_id].0, "b");
+}
+
+/// Words that tell the burst's alert groups apart (the hashing embedder masks digits).
+const WORDS: [&str; 20] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+];
+
+/// The burst's group `i` (fingerprint `fingerprint`): its summary names `WORDS[i]`.
+fn burst_payload(i: usize, fingerprint: &str) -> String {
+    payload_with("4", 1, fingerprint).replace(
+        "p99 above 2 s",
+        &format!("p99 above 2 s in zone {}", WORDS[i]),
+    )
+}
+
+/// The entries of `namespace` in `diagnosis_memory`: id -> (writer, text).
+async fn memory_rows(
+    db: &tokio_postgres::Client,
+    schema: &str,
+    namespace: &str,
+) -> BTreeMap<String, (String, String)> {
+    db.query(
+        &format!("SELECT id, writer, text FROM {schema}.diagnosis_memory WHERE namespace = $1"),
+        &[&namespace],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), (r.get(1), r.get(2))))
+    .collect()
+}
+
+fn entry(id: &str, vector: Vec<f32>) -> MemoryEntry {
+    MemoryEntry {
+        id: id.into(),
+        text: format!("action {id}"),
+        vector,
+        payload: serde_json::json!({"id": id}),
+    }
+}
+
+/// `PgLongTermMemory` answers as the library's in-memory index (the same checks as its
+/// `exercise` test), keeps namespaces apart, is seen by another connection (another process),
+/// and searches only the most recent entries when bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_long_term_memory_behaves_as_the_in_memory_index() {
+    let Some((url, db)) = postgres().await else {
+        return;
+    };
+    let schema = unique_schema("ltm");
+    let _guard = SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    let config = PostgresConfig {
+        schema: Some(schema.clone()),
+        worker_name: Some("tester".into()),
+        ..PostgresConfig::new(url.clone())
+    };
+    let pg = Pg::connect(&config).await.unwrap();
+    let m = PgLongTermMemory::new(Arc::clone(&pg), "explorer-logs");
+    assert_eq!(m.count().await.unwrap(), 0);
+    assert!(m.nearest(&[1.0, 0.0], 3).await.unwrap().is_empty());
+
+    // The in-memory index's checks.
+    m.insert(entry("a", vec![1.0, 0.0])).await.unwrap();
+    m.insert(entry("b", vec![0.0, 1.0])).await.unwrap();
+    m.insert(entry("c", vec![0.7, 0.7])).await.unwrap();
+    m.insert(entry("a", vec![1.0, 0.1])).await.unwrap();
+    assert_eq!(m.count().await.unwrap(), 3);
+    let near = m.nearest(&[1.0, 0.0], 2).await.unwrap();
+    assert_eq!(near[0].0.id, "a");
+    assert_eq!(near[1].0.id, "c");
+    assert!(near[0].1 > near[1].1);
+    assert_eq!(near[0].0.vector, vec![1.0, 0.1], "replaced");
+    assert_eq!(near[0].0.payload, serde_json::json!({"id": "a"}));
+    assert!(matches!(
+        m.insert(entry("d", vec![1.0])).await,
+        Err(StoreError::DimensionMismatch {
+            expected: 2,
+            found: 1
+        })
+    ));
+    // Replacing an entry with a vector of another dimension is refused as well.
+    assert!(matches!(
+        m.insert(entry("a", vec![1.0, 0.0, 0.0])).await,
+        Err(StoreError::DimensionMismatch { .. })
+    ));
+    assert!(m.nearest(&[1.0, 2.0, 3.0], 1).await.is_err());
+    assert_eq!(m.count().await.unwrap(), 3);
+
+    // Ties keep insertion order; k bounds the answer.
+    let ties = m.nearest(&[0.0, 0.0], 5).await.unwrap();
+    assert_eq!(
+        ties.iter().map(|(e, _)| e.id.as_str()).collect::<Vec<_>>(),
+        vec!["a", "b", "c"]
+    );
+    assert!(m.nearest(&[1.0, 0.0], 0).await.unwrap().is_empty());
+
+    // Another namespace is another store, of its own dimension.
+    let other = PgLongTermMemory::new(Arc::clone(&pg), "incidents");
+    assert_eq!(other.count().await.unwrap(), 0);
+    other.insert(entry("x", vec![1.0, 0.0, 0.0])).await.unwrap();
+    assert_eq!(other.nearest(&[1.0, 0.0, 0.0], 5).await.unwrap().len(), 1);
+    assert_eq!(m.count().await.unwrap(), 3);
+
+    // Another process's connection sees the same entries.
+    let second = Pg::connect(&PostgresConfig {
+        worker_name: Some("second".into()),
+        ..config.clone()
+    })
+    .await
+    .unwrap();
+    let seen = PgLongTermMemory::new(Arc::clone(&second), "explorer-logs");
+    assert_eq!(seen.count().await.unwrap(), 3);
+    assert_eq!(seen.nearest(&[0.0, 1.0], 1).await.unwrap()[0].0.id, "b");
+    seen.insert(entry("e", vec![0.0, 1.0])).await.unwrap();
+    let writers: BTreeMap<String, String> = db
+        .query(
+            &format!(
+                "SELECT id, writer FROM {schema}.diagnosis_memory WHERE namespace = 'explorer-logs'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(writers["a"], "tester");
+    assert_eq!(writers["e"], "second");
+
+    // Bounded: a search reads the two most recent entries only (c and e; `a` replaced keeps
+    // its first place).
+    let bounded = PgLongTermMemory::new(Arc::clone(&pg), "explorer-logs").with_search_limit(2);
+    let near = bounded.nearest(&[1.0, 0.0], 5).await.unwrap();
+    assert_eq!(
+        near.iter().map(|(e, _)| e.id.as_str()).collect::<Vec<_>>(),
+        vec!["c", "e"]
+    );
+    assert_eq!(bounded.count().await.unwrap(), 4, "count is not bounded");
+
+    // A broken store is an error, not a panic: the table gone.
+    db.batch_execute(&format!("DROP TABLE {schema}.diagnosis_memory"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        m.insert(entry("f", vec![1.0, 0.0])).await,
+        Err(StoreError::Io { .. })
+    ));
+    assert!(matches!(m.count().await, Err(StoreError::Io { .. })));
 }
 
 /// Process `a` claims the one alert and is killed (SIGKILL) while it holds the claim; `b`,
