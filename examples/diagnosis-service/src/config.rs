@@ -86,13 +86,16 @@ pub struct ServiceConfig {
     /// `store_dir`, so that several processes share them (needs the `postgres` feature).
     #[serde(default)]
     pub postgres: Option<PostgresConfig>,
-    /// Whether diagnoses use long-term memory (default: yes): each diagnosis is offered the
-    /// past incidents with the most similar alerts (and each explorer its nearest past
-    /// actions), and is remembered when it ends. In `store_dir/memory/` (one file per store,
-    /// shared by this process's workers); with `[postgres]`, in the table `diagnosis_memory`,
-    /// shared by every process. Everything remembered is redacted as the reports are.
-    #[serde(default = "default_memory")]
-    pub memory: bool,
+    /// Whether diagnoses use long-term memory: each diagnosis is offered the past incidents
+    /// with the most similar alerts (and each explorer its nearest past actions), and is
+    /// remembered when it ends. With `[postgres]`, in the table `diagnosis_memory`, shared by
+    /// every process; on by default there. Without it, in `store_dir/memory/` (one file per
+    /// store, shared by this process's workers); off by default there, because the file
+    /// store rewrites (and syncs) its whole file on every insert, which slows a busy service
+    /// down as the memory grows. Everything remembered is redacted as the reports are. See
+    /// [`ServiceConfig::uses_memory`].
+    #[serde(default)]
+    pub memory: Option<bool>,
     /// Testing only: each worker waits this long, holding its claim, between a finished
     /// diagnosis and storing its report, in milliseconds (so that a test can stop a process
     /// mid-diagnosis). Leave it at 0, the default, anywhere else.
@@ -297,9 +300,6 @@ fn default_poll() -> u64 {
 fn default_pg_timeout() -> u64 {
     10
 }
-fn default_memory() -> bool {
-    true
-}
 fn default_memory_search_limit() -> usize {
     10_000
 }
@@ -322,9 +322,15 @@ impl ServiceConfig {
             retry_after_seconds: default_retry_after(),
             data: DataConfig::default(),
             postgres: None,
-            memory: default_memory(),
+            memory: None,
             test_delay_ms: 0,
         }
+    }
+
+    /// Whether diagnoses use long-term memory: `memory` when set, else on with `[postgres]`
+    /// and off with the file store.
+    pub fn uses_memory(&self) -> bool {
+        self.memory.unwrap_or(self.postgres.is_some())
     }
 
     /// Reads and validates a configuration file; relative data paths are resolved against the
@@ -598,14 +604,17 @@ mod tests {
         let loaded = ServiceConfig::load(&path);
         if cfg!(feature = "postgres") {
             let config = loaded.unwrap();
-            let pg = config.postgres.unwrap();
+            let pg = config.postgres.clone().unwrap();
             assert_eq!(pg.schema(), "diagnosis_2");
             assert_eq!(
                 (pg.lease_seconds, pg.poll_millis, pg.timeout_seconds),
                 (5, 500, 10)
             );
             assert_eq!(pg.memory_search_limit, 10_000);
-            assert!(config.memory, "long-term memory is on by default");
+            assert!(
+                config.uses_memory(),
+                "long-term memory is on by default with [postgres]"
+            );
             // The connection string may carry a password: it is not shown.
             assert!(!format!("{pg:?}").contains("pw"));
         } else {
@@ -645,7 +654,10 @@ mod tests {
             "store_dir = \"r\"\nmemory = false\n[data]\nmetrics = [\"m.csv\"]\n",
         )
         .unwrap();
-        assert!(!ServiceConfig::load(&path).unwrap().memory);
-        assert!(ServiceConfig::new("r").memory);
+        assert!(!ServiceConfig::load(&path).unwrap().uses_memory());
+        assert!(
+            !ServiceConfig::new("r").uses_memory(),
+            "off with the file store"
+        );
     }
 }

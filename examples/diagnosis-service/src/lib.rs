@@ -102,7 +102,7 @@ async fn open_backends(
     let pg = pg::Pg::connect(settings).await?;
     let store = ReportStore::with_backend(Arc::new(pg_store::PgStore::new(Arc::clone(&pg))));
     let memory = config
-        .memory
+        .uses_memory()
         .then(|| pg_memory::shared_memory(&pg, redactor));
     let queue = pg_queue::PgQueue::new(pg, config.max_queued);
     let recovered = queue.left_over().await?;
@@ -120,7 +120,7 @@ async fn open_files(
 ) -> Result<Backends, StoreError> {
     let (queue, recovered) =
         FileQueue::open(&config.store_dir.join(INBOX_DIR), config.max_queued).await?;
-    let memory = if config.memory {
+    let memory = if config.uses_memory() {
         let dir = config.store_dir.join(memory::MEMORY_DIR);
         Some(
             memory::open_files(&dir, redactor).map_err(|e| StoreError::Io {

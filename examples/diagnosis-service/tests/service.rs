@@ -75,6 +75,8 @@ fn config(store: &tempfile::TempDir, max_concurrent: usize, max_queued: usize) -
     config.max_queued = max_queued;
     config.max_body_bytes = 64 * 1024;
     config.retry_after_seconds = 7;
+    // Long-term memory in files (off by default there), so every test exercises it.
+    config.memory = Some(true);
     config
 }
 
