@@ -521,7 +521,8 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
          process on the machine (task control, shuffle, results, and anything else running). \
          Shuffle bytes: the files the executors wrote between stages, which is what the other \
          stages fetch: partial aggregates, so templates and counts, never lines. Each executor \
-         runs one task at a time; on 2 cores a second executor adds coordination, not cores.\n",
+         runs one task at a time, so one executor has one core's worth of tasks and two have \
+         as many as the local run's partitions.\n",
     );
     print!("{table}");
     let mut command = format!(
