@@ -1,4 +1,4 @@
-//! Telemetry tables on an Apache DataFusion Ballista cluster (feature `ballista`).
+//! Telemetry tables on a DataFusion Ballista cluster (feature `ballista`).
 //!
 //! [`connect`] gives [`TelemetryTables`] whose queries a Ballista scheduler plans and its
 //! executors run; the tables must be files every executor can read (Parquet directories from
