@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
+use rca_core::seeded::SeededRng;
 use rca_core::source::{LogRecord, Value};
 use rca_core::time::Timestamp;
 use rca_tools::tables::cluster::{ExecutorOptions, connect, run_executor, run_scheduler};
@@ -219,23 +220,6 @@ pub struct SynthSet {
     pub bytes: u64,
 }
 
-/// SplitMix64: a small seeded generator for the data set.
-struct Mix(u64);
-
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// Message shapes of the generated services; `#` is replaced by a generated value.
 const SHAPES: [&str; 16] = [
     "request # served in # ms",
@@ -263,7 +247,7 @@ const FAULT_SHAPES: [&str; 3] = [
     "circuit breaker open for dependency # failures #",
 ];
 
-fn fill(shape: &str, rng: &mut Mix) -> String {
+fn fill(shape: &str, rng: &mut SeededRng) -> String {
     let mut out = String::with_capacity(shape.len() + 16);
     for (i, part) in shape.split('#').enumerate() {
         if i > 0 {
@@ -284,7 +268,7 @@ pub fn synth(dir: &Path, lines: u64, seed: u64) -> anyhow::Result<SynthSet> {
     let span_ms = HOURS * 3_600_000;
     let window_start_ms = start_ms + span_ms - 3_600_000;
     let mut export = ParquetExport::create(dir, PARTITION_MS)?;
-    let mut rng = Mix(seed);
+    let mut rng = SeededRng::new(seed);
     let partitions = span_ms / PARTITION_MS;
     let per_partition = lines / partitions as u64;
     let mut written = 0u64;
@@ -302,11 +286,11 @@ pub fn synth(dir: &Path, lines: u64, seed: u64) -> anyhow::Result<SynthSet> {
             let component = rng.below(12);
             let degraded = component == 3 && t >= window_start_ms;
             // Zipf-like: lower shapes are more frequent.
-            let a = rng.below(SHAPES.len() as u64);
+            let a = rng.below(SHAPES.len());
             let b = rng.below(a + 1);
-            let mut shape = SHAPES.get(b as usize).copied().unwrap_or(SHAPES[0]);
+            let mut shape = SHAPES.get(b).copied().unwrap_or(SHAPES[0]);
             if degraded && rng.below(4) == 0 {
-                let k = rng.below(FAULT_SHAPES.len() as u64) as usize;
+                let k = rng.below(FAULT_SHAPES.len());
                 shape = FAULT_SHAPES.get(k).copied().unwrap_or(FAULT_SHAPES[0]);
             } else if degraded && rng.below(4) == 0 {
                 shape = SHAPES[13];

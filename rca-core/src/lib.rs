@@ -20,6 +20,7 @@ pub mod incident;
 pub mod llm;
 pub mod logs;
 pub mod memory;
+pub mod seeded;
 pub mod source;
 pub mod time;
 pub mod tool;

@@ -133,11 +133,9 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-/// A stable FNV-1a hash (of group keys, and of labels for alerts without a fingerprint).
+/// A stable hash (of group keys, and of labels for alerts without a fingerprint).
 fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    rca_core::seeded::stable_hash(text.as_bytes())
 }
 
 impl Diagnoser {

@@ -222,7 +222,7 @@ pub struct RunOutcome {
 }
 
 fn seed_for(scenario_index: usize, seed: u64) -> u64 {
-    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    seed.wrapping_mul(rca_core::seeded::GOLDEN_GAMMA)
         ^ (scenario_index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)
 }
 

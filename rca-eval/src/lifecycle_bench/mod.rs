@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rca_core::TimeRange;
+use rca_core::seeded::SeededRng;
 use rca_core::source::Value;
 use rca_llm::HashingEmbedder;
 use rca_tools::lifecycle::{
@@ -31,7 +32,6 @@ use rca_tools::tables::{SandboxLimits, TableError, TableSchema, TelemetryTables}
 use serde::{Deserialize, Serialize};
 
 use crate::nezha::{NezhaError, service_of};
-use synthetic::Rng;
 
 /// What can stop the benchmark.
 #[derive(Debug, thiserror::Error)]
@@ -361,7 +361,7 @@ pub async fn run(
         memory_bytes: 512 * 1024 * 1024,
         timeout: Duration::from_secs(60),
     };
-    let mut rng = Rng(config.seed);
+    let mut rng = SeededRng::new(config.seed);
     let (source, past, measured) = match &config.set {
         IncidentSet::Synthetic {
             incidents,

@@ -7,9 +7,10 @@ use std::path::Path;
 
 use rca_tools::tables::{SandboxLimits, TelemetryTables};
 
-use super::synthetic::{Rng, sub_tasks};
+use super::synthetic::sub_tasks;
 use super::{BenchIncident, LifecycleBenchError, Truth};
 use crate::nezha::{CaseOptions, DayMetrics, Protocol, discover, load_case, service_of};
+use rca_core::seeded::SeededRng;
 
 /// The cases of one day folder (the first day when `day` is `None`), in time order, as
 /// benchmark incidents; at most `limit` of them when given.
@@ -17,7 +18,7 @@ pub(crate) fn incidents(
     root: &Path,
     day: Option<&str>,
     limit: Option<usize>,
-    rng: &mut Rng,
+    rng: &mut SeededRng,
     limits: SandboxLimits,
 ) -> Result<(String, Vec<BenchIncident>), LifecycleBenchError> {
     let days = discover(root)?;

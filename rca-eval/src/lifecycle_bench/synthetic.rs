@@ -2,29 +2,13 @@
 //! components with logs, metric samples and spans, and one injected fault (an error burst, a
 //! latency regression or a CPU spike) in one component.
 
+use rca_core::seeded::SeededRng;
 use rca_core::source::{Level, LogRecord, MetricSample, Span};
 use rca_core::{TimeRange, Timestamp};
 use rca_tools::lifecycle::ToolTask;
 use rca_tools::tables::{SandboxLimits, TableError, TelemetryTables};
 
 use super::{BenchIncident, Truth};
-
-/// A small deterministic generator (SplitMix64).
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// The kind of fault injected into a synthetic incident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +39,10 @@ pub(crate) const METRIC_TASKS: [&str; 4] = [
 
 /// One synthetic incident: a few components, one injected fault in one of them, and the
 /// three explorer sub-tasks worded at random from the pools.
-pub(crate) fn incident(rng: &mut Rng, limits: SandboxLimits) -> Result<BenchIncident, TableError> {
+pub(crate) fn incident(
+    rng: &mut SeededRng,
+    limits: SandboxLimits,
+) -> Result<BenchIncident, TableError> {
     let n = 3 + rng.below(5);
     let components: Vec<String> = (0..n).map(|k| format!("component-{k}")).collect();
     let culprit = components[rng.below(n)].clone();
@@ -134,7 +121,7 @@ pub(crate) fn incident(rng: &mut Rng, limits: SandboxLimits) -> Result<BenchInci
 }
 
 /// The three explorer sub-tasks (logs, traces, metrics), each worded at random from its pool.
-pub(crate) fn sub_tasks(rng: &mut Rng, window: TimeRange) -> Vec<ToolTask> {
+pub(crate) fn sub_tasks(rng: &mut SeededRng, window: TimeRange) -> Vec<ToolTask> {
     [&LOG_TASKS[..], &TRACE_TASKS[..], &METRIC_TASKS[..]]
         .iter()
         .map(|pool| ToolTask::new(pool[rng.below(pool.len())], Some(window)))

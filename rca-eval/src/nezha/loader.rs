@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+use rca_core::seeded::{GOLDEN_GAMMA, mix64, stable_hash};
 use rca_core::source::{LogRecord, MetricSample, Span};
 use rca_core::{TimeRange, Timestamp};
 use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
@@ -199,15 +200,8 @@ impl CaseOptions {
             self.alert_lag_secs.0.min(self.alert_lag_secs.1),
             self.alert_lag_secs.0.max(self.alert_lag_secs.1),
         );
-        // FNV-1a over the id, mixed with the seed by splitmix64.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in id.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        let mut z = h ^ self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
+        // A stable hash of the id, mixed with the seed.
+        let z = mix64(stable_hash(id.as_bytes()) ^ self.seed.wrapping_mul(GOLDEN_GAMMA));
         lo + (z % ((hi - lo + 1) as u64)) as i64
     }
 }

@@ -16,7 +16,7 @@ use rca_core::llm::{ChatModel, CompletionRequest, CompletionResponse, Role};
 use serde_json::json;
 
 use super::policy::respond;
-use super::sim::SplitMix;
+use rca_core::seeded::SeededRng;
 
 /// The kinds of corruption.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,9 +48,9 @@ impl State {
     /// The generator of call `index` of `stream` (0: turns). Each turn has its own generator,
     /// so turn `k` of an episode gets the same corruption in every configuration, however many
     /// regeneration calls came before it.
-    fn rng(&self, stream: u64, index: u64) -> SplitMix {
+    fn rng(&self, stream: u64, index: u64) -> SeededRng {
         let mut r =
-            SplitMix::new(self.seed ^ (stream << 60) ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
+            SeededRng::new(self.seed ^ (stream << 60) ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
         r.next_u64();
         r
     }

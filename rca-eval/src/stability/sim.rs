@@ -11,42 +11,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rca_core::ToolError;
 use rca_core::incident::{Evidence, Incident, Modality};
+use rca_core::seeded::SeededRng;
 use rca_core::time::{TimeRange, Timestamp};
 use rca_core::tool::{ToolContext, ToolOutput, ToolRegistry, TypedTool};
 use rca_core::trajectory::DiagnosisReport;
 use schemars::JsonSchema;
 use serde::Deserialize;
-
-/// SplitMix64: a small, fast, seedable generator (the simulation's only randomness).
-#[derive(Debug, Clone)]
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        SplitMix(seed)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// A uniform integer below `n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
-    }
-    /// `true` with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-}
 
 /// The kinds of fault the simulation injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,9 +88,9 @@ pub struct SimIncident {
 impl SimIncident {
     /// Generates an incident whose root lies `depth` hops below the alerting entry.
     pub fn generate(seed: u64, depth: usize) -> Self {
-        let mut rng = SplitMix::new(seed ^ 0x5eed_1c1d_e47a_0001);
+        let mut rng = SeededRng::new(seed ^ 0x5eed_1c1d_e47a_0001);
         let mut names: Vec<String> = Vec::new();
-        let mut fresh = |rng: &mut SplitMix| loop {
+        let mut fresh = |rng: &mut SeededRng| loop {
             let name: String = (0..3)
                 .map(|_| char::from(b'a' + rng.below(26) as u8))
                 .collect();
@@ -212,7 +182,7 @@ impl SimIncident {
     }
 
     fn logs(&self, component: &str) -> String {
-        let mut rng = SplitMix::new(self.id.len() as u64 ^ component.len() as u64);
+        let mut rng = SeededRng::new(self.id.len() as u64 ^ component.len() as u64);
         let mut lines: Vec<String> = (0..40)
             .map(|i| {
                 format!(

@@ -2,6 +2,8 @@
 //! visited in an order shuffled by a fixed-seed generator, and ties go to the lowest
 //! community index.
 
+use rca_core::seeded::SeededRng;
+
 /// An undirected weighted graph in adjacency-list form (each edge stored at both ends;
 /// a self-loop once).
 #[derive(Debug, Clone, Default)]
@@ -27,33 +29,13 @@ impl Adjacency {
     }
 }
 
-/// A small deterministic generator (SplitMix64) for the visiting order.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-}
-
 /// The community of every node (communities numbered densely from 0 in order of their
 /// lowest node).
 pub(crate) fn louvain(graph: &Adjacency, resolution: f64, seed: u64) -> Vec<usize> {
     let n = graph.neighbors.len();
     let mut membership: Vec<usize> = (0..n).collect();
     let mut current = graph.clone();
-    let mut rng = SplitMix(seed);
+    let mut rng = SeededRng::new(seed);
     for _level in 0..32 {
         let (community, moved) = one_level(&current, resolution, &mut rng);
         if !moved {
@@ -82,7 +64,7 @@ fn densify(labels: &[usize]) -> (Vec<usize>, usize) {
     (dense, next)
 }
 
-fn one_level(g: &Adjacency, resolution: f64, rng: &mut SplitMix) -> (Vec<usize>, bool) {
+fn one_level(g: &Adjacency, resolution: f64, rng: &mut SeededRng) -> (Vec<usize>, bool) {
     let n = g.neighbors.len();
     // Weighted degree; a self-loop counts twice, as in the modularity definition.
     let degree: Vec<f64> = g

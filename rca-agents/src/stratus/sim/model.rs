@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rca_core::seeded::stable_hash;
 use serde::{Deserialize, Serialize};
 
 /// A node.
@@ -300,20 +301,10 @@ pub struct DeploymentSpec {
     pub stateful: bool,
 }
 
-/// FNV-1a, 64 bit: a stable hash for state comparison.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// The pod-template hash (6 hex digits, as Kubernetes shortens it).
 pub fn template_hash(t: &PodTemplate) -> String {
     let text = serde_json::to_string(t).unwrap_or_default();
-    format!("{:06x}", fnv1a(text.as_bytes()) & 0xff_ffff)
+    format!("{:06x}", stable_hash(text.as_bytes()) & 0xff_ffff)
 }
 
 /// Most revisions kept in a deployment's history.
@@ -581,7 +572,7 @@ impl Cluster {
             "configMaps": self.config_maps,
             "secrets": self.secrets,
         });
-        fnv1a(view.to_string().as_bytes())
+        stable_hash(view.to_string().as_bytes())
     }
 
     /// Lets simulated time pass until every starting pod is ready, or at most `max_s`

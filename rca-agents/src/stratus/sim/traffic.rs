@@ -724,7 +724,9 @@ impl Cluster {
 impl Cluster {
     /// A deterministic noise value in [-1, 1] for metric `key` at the current time.
     pub fn noise(&self, key: &str) -> f64 {
-        let h = super::model::fnv1a(format!("{}:{}:{key}", self.noise_seed, self.clock).as_bytes());
+        let h = rca_core::seeded::stable_hash(
+            format!("{}:{}:{key}", self.noise_seed, self.clock).as_bytes(),
+        );
         (h % 20_001) as f64 / 10_000.0 - 1.0
     }
 
