@@ -1,7 +1,12 @@
 //! Integration tests of rca-eval on the shared data: the OpenRCA scorer against the archived
-//! scores, the Nezha development-day accuracy, and a scan of library sources for dataset
-//! literals. Data-dependent tests skip (saying why) only when `RCA_REQUIRE_ALL` is unset.
+//! scores, the Nezha development-day accuracy, Loghub grouping accuracy (`loghub`), and a scan
+//! of library sources for dataset literals. Data-dependent tests skip (saying why) only when
+//! `RCA_REQUIRE_ALL` is unset. One test binary for the crate (each binary links the whole
+//! dependency graph once more).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "eval/loghub.rs"]
+mod loghub;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

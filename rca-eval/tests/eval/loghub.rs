@@ -2,7 +2,6 @@
 //! the shipped formats table. Needs the shared data (`RCA_SHARED_DIR`, default
 //! `<workspace>/../shared`); skips with a message when it is absent, unless `RCA_REQUIRE_ALL`
 //! is set. The floors are the figures measured by `rca eval loghub` minus a small margin.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 
