@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use rca_core::source::{Level, LogRecord, Span};
 use rca_core::{Modality, Timestamp};
 
-use super::stats::drifting_proportion_z;
+use super::effect::{BASELINE_CHUNKS, ShareChange, ShareSpread};
 use super::{Finding, Signal, SpanIndex, Window, fmt_num};
 
 /// The log attribute that names a line's trace.
@@ -38,28 +38,29 @@ pub const SPAN_ID: &str = "span_id";
 /// Compares, per event, which events follow it within a span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventAnalyzer {
-    /// Report transitions whose share moved by at least this z-score.
+    /// Report transitions whose score (the share's effect size, see
+    /// [`super::effect::ShareChange::score`]) reaches this.
     pub min_z: f64,
+    /// ... and whose change is at least this significant (a one-sided normal quantile).
+    pub min_significance: f64,
     /// Least occurrences of an event in each window for its transitions to be compared.
     pub min_events: usize,
     /// Lines at or above this level are error events.
     pub error_level: Level,
-    /// A transition into an error line that grew scores this many times its z (one that fell
-    /// scores its z divided by it): new errors are stronger evidence than vanished ones.
+    /// A transition into an error line that grew scores this many times its effect (one
+    /// that fell scores its effect divided by it): new errors are stronger evidence than
+    /// vanished ones.
     pub error_weight: f64,
-    /// How much of the difference between the baseline's two halves (by time) counts as
-    /// extra variance (0: none). See [`drifting_proportion_z`].
-    pub drift_weight: f64,
 }
 
 impl Default for EventAnalyzer {
     fn default() -> Self {
         EventAnalyzer {
             min_z: 3.0,
+            min_significance: 2.33,
             min_events: 5,
             error_level: Level::Error,
             error_weight: 2.0,
-            drift_weight: 0.0,
         }
     }
 }
@@ -91,8 +92,8 @@ impl Event {
     }
 }
 
-/// Counts per window part: baseline first half, baseline second half, current.
-type Counts = [usize; 3];
+/// Counts per window: baseline, current.
+type Counts = [usize; 2];
 
 #[derive(Default)]
 struct Interner {
@@ -173,16 +174,16 @@ impl EventAnalyzer {
             );
             middle[i].push((r.timestamp, id));
         }
-        let split = baseline_split(&spans, window);
+        // Per (event, next event): [baseline, current] counts; per event, its baseline
+        // occurrences (span start, next event) for the baseline's own spread.
         let mut pairs: HashMap<(usize, usize), Counts> = HashMap::new();
         let mut sources: HashMap<usize, Counts> = HashMap::new();
+        let mut history: HashMap<usize, Vec<(Timestamp, usize)>> = HashMap::new();
         let mut first_seen: HashMap<(usize, usize), Timestamp> = HashMap::new();
+        // The current window's transitions: (span, event, next event).
+        let mut occurrences: Vec<(usize, usize, usize)> = Vec::new();
         for (i, s) in spans.iter().enumerate() {
-            let part = if window.current.contains(s.start) {
-                2
-            } else {
-                usize::from(s.start >= split)
-            };
+            let part = usize::from(window.current.contains(s.start));
             let start = interner.id(
                 Event {
                     component: s.component.clone(),
@@ -207,36 +208,45 @@ impl EventAnalyzer {
                 if let Some(a) = prev {
                     pairs.entry((a, e)).or_default()[part] += 1;
                     sources.entry(a).or_default()[part] += 1;
-                    if part == 2 {
+                    if part == 1 {
                         first_seen.entry((a, e)).or_insert(s.start);
+                        occurrences.push((i, a, e));
+                    } else {
+                        history.entry(a).or_default().push((s.start, e));
                     }
                 }
                 prev = Some(e);
             }
         }
+        let spreads: HashMap<usize, ShareSpread> = history
+            .into_iter()
+            .map(|(a, mut occurrences)| {
+                occurrences.sort_by_key(|(t, _)| *t);
+                let outcomes: Vec<usize> = occurrences.into_iter().map(|(_, b)| b).collect();
+                (a, ShareSpread::new(&outcomes, BASELINE_CHUNKS))
+            })
+            .collect();
         let mut out = Vec::new();
+        // Each finding's (event, next event) and whether its share grew, in `out`'s order.
+        let mut out_pairs: Vec<((usize, usize), bool)> = Vec::new();
+        let mut extra = Vec::new();
         for (&(a, b), n) in &pairs {
             let Some(total) = sources.get(&a) else {
                 continue;
             };
-            if total[0] + total[1] < self.min_events || total[2] < self.min_events {
+            if total[0] < self.min_events || total[1] < self.min_events {
                 continue;
             }
-            let z = drifting_proportion_z(
-                [
-                    (n[0] as f64, total[0] as f64),
-                    (n[1] as f64, total[1] as f64),
-                ],
-                n[2] as f64,
-                total[2] as f64,
-                self.drift_weight,
-            );
+            let change =
+                ShareChange::new(n[0] as f64, total[0] as f64, n[1] as f64, total[1] as f64);
+            let spread = spreads.get(&a).map_or(0.0, |s| s.of(b));
+            let effect = change.score_against(spread, self.min_significance);
             let error = interner.error[b];
-            let grew = z > 0.0;
+            let grew = effect > 0.0;
             let score = match (error, grew) {
-                (true, true) => z * self.error_weight,
-                (true, false) => -z / self.error_weight,
-                _ => z.abs(),
+                (true, true) => effect * self.error_weight,
+                (true, false) => -effect / self.error_weight,
+                _ => effect.abs(),
             };
             if score < self.min_z {
                 continue;
@@ -244,6 +254,7 @@ impl EventAnalyzer {
             let (from, to) = (&interner.events[a], &interner.events[b]);
             let (after, next) = (from.describe(), to.describe());
             let component = from.component.clone();
+            out_pairs.push(((a, b), grew));
             out.push(Finding {
                 modality: Modality::Logs,
                 observed_at: first_seen
@@ -251,13 +262,15 @@ impl EventAnalyzer {
                     .copied()
                     .unwrap_or(window.current.start),
                 summary: format!(
-                    "{component}: after {after}, {next} {} from {}/{} to {}/{} (z {})",
+                    "{component}: after {after}, {next} {} from {}/{} to {}/{} (effect {}, \
+                     significance z {})",
                     if grew { "grew" } else { "fell" },
-                    n[0] + n[1],
-                    total[0] + total[1],
-                    n[2],
-                    total[2],
-                    fmt_num(z)
+                    n[0],
+                    total[0],
+                    n[1],
+                    total[1],
+                    fmt_num(score),
+                    fmt_num(change.significance.abs())
                 ),
                 component,
                 signal: Signal::Transition {
@@ -269,6 +282,14 @@ impl EventAnalyzer {
                 score,
             });
         }
+        let relays = relayed(&spans, &occurrences, &out_pairs, &out);
+        for (f, relay) in out.iter_mut().zip(relays) {
+            if let Some(relay) = relay {
+                extra.push(relay.credit(f));
+                f.score *= RELAY_KEEPS;
+            }
+        }
+        out.append(&mut extra);
         out.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
@@ -276,6 +297,160 @@ impl EventAnalyzer {
         });
         out
     }
+}
+
+/// The least number of changed requests in which a callee must have changed too for a finding
+/// to count as relayed.
+const MIN_RELAYED: usize = 3;
+
+/// The share of its score a relayed finding keeps for the component that relays it; the rest
+/// is credited to the component where the change began.
+const RELAY_KEEPS: f64 = 0.25;
+
+/// A finding whose requests changed first in another component: in most of the requests
+/// (traces) where this finding's change showed, another component called during the span
+/// had changed too: it is where the change began.
+struct Relay {
+    /// Where the change began.
+    origin: String,
+    /// In how many of the finding's requests.
+    requests: usize,
+    /// Of how many.
+    of: usize,
+}
+
+impl Relay {
+    /// The finding as evidence for the origin, with its score.
+    fn credit(&self, f: &Finding) -> Finding {
+        Finding {
+            component: self.origin.clone(),
+            summary: format!(
+                "the change at {} began in {}: in {} of the {} requests where {} changed, {} \
+                 (called while it ran) had changed too ({})",
+                f.component,
+                self.origin,
+                self.requests,
+                self.of,
+                f.component,
+                self.origin,
+                f.summary
+            ),
+            ..f.clone()
+        }
+    }
+}
+
+/// For each finding (by its pair and direction), the component where its requests changed
+/// first. A finding's changed requests are the spans where its transition occurred (one that
+/// grew) or where its first event was followed by something else (one that fell); a
+/// component changed in a request when one of its spans in the same trace shows any
+/// finding's change and started while the finding's span ran (it was called, at any depth,
+/// whether or not the spans between were recorded). The origin is the component that changed
+/// in at least half of the finding's changed requests (at least [`MIN_RELAYED`] of them) and
+/// at least twice as often as in the requests where the finding's first event occurred
+/// without the change; of several, the one whose changed spans started latest (the deepest
+/// callee).
+fn relayed(
+    spans: &[&Span],
+    occurrences: &[(usize, usize, usize)],
+    pairs: &[((usize, usize), bool)],
+    findings: &[Finding],
+) -> Vec<Option<Relay>> {
+    let grew: std::collections::HashSet<(usize, usize)> =
+        pairs.iter().filter(|(_, g)| *g).map(|(p, _)| *p).collect();
+    let fell: HashMap<usize, Vec<usize>> =
+        pairs
+            .iter()
+            .filter(|(_, g)| !*g)
+            .fold(HashMap::new(), |mut m, ((a, b), _)| {
+                m.entry(*a).or_insert_with(Vec::new).push(*b);
+                m
+            });
+    let changed_by = |a: usize, b: usize, pair: (usize, usize), grew_pair: bool| {
+        if grew_pair {
+            (a, b) == pair
+        } else {
+            a == pair.0 && b != pair.1
+        }
+    };
+    // Spans that show any finding's change, by trace.
+    let mut changed: HashMap<&str, Vec<usize>> = HashMap::new();
+    for &(i, a, b) in occurrences {
+        let any = grew.contains(&(a, b)) || fell.get(&a).is_some_and(|bs| !bs.contains(&b));
+        if any {
+            let v = changed.entry(spans[i].trace_id.as_str()).or_default();
+            if !v.contains(&i) {
+                v.push(i);
+            }
+        }
+    }
+    pairs
+        .iter()
+        .zip(findings)
+        .map(|(&(pair, grew_pair), finding)| {
+            let owner = finding.component.as_str();
+            let mut at: Vec<usize> = occurrences
+                .iter()
+                .filter(|(_, a, b)| changed_by(*a, *b, pair, grew_pair))
+                .map(|(i, _, _)| *i)
+                .collect();
+            at.sort_unstable();
+            at.dedup();
+            if at.len() < MIN_RELAYED {
+                return None;
+            }
+            // The requests where the finding's first event occurred without its change.
+            let mut rest: Vec<usize> = occurrences
+                .iter()
+                .filter(|(i, a, _)| *a == pair.0 && at.binary_search(i).is_err())
+                .map(|(i, _, _)| *i)
+                .collect();
+            rest.sort_unstable();
+            rest.dedup();
+            // component -> requests where it changed below the span, and its latest start
+            let below = |set: &[usize]| {
+                let mut counts: HashMap<&str, (usize, Timestamp)> = HashMap::new();
+                for &i in set {
+                    let s = spans[i];
+                    let (from, to) = (s.start, span_end(s));
+                    let mut seen: Vec<&str> = Vec::new();
+                    for &j in changed.get(s.trace_id.as_str()).into_iter().flatten() {
+                        let d = spans[j];
+                        if d.component != s.component
+                            && d.component != owner
+                            && d.start >= from
+                            && d.start <= to
+                            && !seen.contains(&d.component.as_str())
+                        {
+                            seen.push(d.component.as_str());
+                            let e = counts.entry(d.component.as_str()).or_insert((0, d.start));
+                            e.0 += 1;
+                            e.1 = e.1.max(d.start);
+                        }
+                    }
+                }
+                counts
+            };
+            let (changed_below, unchanged_below) = (below(&at), below(&rest));
+            // An origin changed in at least half of the changed requests, and at least twice as
+            // often as in the requests that did not change (smoothed): a callee that changes
+            // whatever its caller does is noise, not the origin.
+            let (origin, (requests, _)) = changed_below
+                .into_iter()
+                .filter(|(c, (n, _))| {
+                    let p1 = *n as f64 / at.len() as f64;
+                    let n0 = unchanged_below.get(c).map_or(0, |x| x.0);
+                    let p0 = (n0 as f64 + 1.0) / (rest.len() as f64 + 2.0);
+                    *n >= MIN_RELAYED && p1 >= 0.5 && p1 >= 2.0 * p0
+                })
+                .max_by(|x, y| (x.1).1.cmp(&(y.1).1).then_with(|| y.0.cmp(x.0)))?;
+            Some(Relay {
+                origin: origin.to_string(),
+                requests,
+                of: at.len(),
+            })
+        })
+        .collect()
 }
 
 /// The name of every span's operation. A client span (it writes no log line and has exactly
@@ -305,21 +480,6 @@ fn operation_names(spans: &[&Span], parent: &[Option<usize>], has_logs: &[bool])
 fn span_end(s: &Span) -> Timestamp {
     let micros = i64::try_from(s.duration_us).unwrap_or(i64::MAX);
     s.start.offset_millis(micros / 1000)
-}
-
-/// The median start time of the baseline's spans: it splits the baseline in two halves whose
-/// difference measures drift.
-fn baseline_split(spans: &[&Span], window: &Window) -> Timestamp {
-    let mut times: Vec<Timestamp> = spans
-        .iter()
-        .filter(|s| window.baseline.contains(s.start))
-        .map(|s| s.start)
-        .collect();
-    times.sort();
-    times
-        .get(times.len() / 2)
-        .copied()
-        .unwrap_or(window.baseline.end)
 }
 
 #[cfg(test)]
@@ -368,6 +528,119 @@ mod tests {
             min_events: 3,
             ..EventAnalyzer::default()
         }
+    }
+
+    /// front -> a -> b -> c: in the current window `c` throws in half the requests (an error
+    /// line instead of its usual one), and every caller above it notices and logs an error
+    /// of its own after the call returns.
+    fn error_chain() -> (Vec<Span>, Vec<LogRecord>) {
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        let chain = [
+            ("front", 0, 20_000u64),
+            ("a", 1, 15_000),
+            ("b", 2, 10_000),
+            ("c", 3, 4_000),
+        ];
+        for i in 0..80 {
+            let failing = i >= 40 && i % 2 == 0;
+            for (k, (c, at, dur)) in chain.iter().enumerate() {
+                let mut sp = span(i, c, (k > 0).then(|| chain[k - 1].0), c, "handle", *at);
+                sp.duration_us = *dur;
+                spans.push(sp);
+                let (level, msg) = match (failing, *c) {
+                    (false, "c") => (Level::Info, "stored row"),
+                    (true, "c") => (Level::Error, "insert failed: constraint violated"),
+                    (false, _) => (Level::Info, "call succeeded"),
+                    (true, _) => (Level::Error, "call failed: upstream error"),
+                };
+                // Callers log after the call returns.
+                let when = if *c == "c" { 4 } else { 19 - k as i64 };
+                logs.push(line(i, c, c, level, msg, when));
+            }
+        }
+        (spans, logs)
+    }
+
+    #[test]
+    fn an_error_chain_is_blamed_where_it_began_three_calls_deep() {
+        let (spans, logs) = error_chain();
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        // Every caller's change is a relay of c's: credited to c. (A caller's change right
+        // after a call returns is owned by the callee it called: front's by a, a's by b.)
+        let ranked = crate::analyze::rank::Ranker::multimodal().rank(&f);
+        assert_eq!(ranked[0].component, "c", "{ranked:#?}");
+        let credits: Vec<&Finding> = f
+            .iter()
+            .filter(|x| x.component == "c" && x.summary.starts_with("the change at"))
+            .collect();
+        for caller in ["a", "b"] {
+            assert!(
+                credits
+                    .iter()
+                    .any(|x| x.summary.contains(&format!("change at {caller} "))),
+                "{caller} relays c: {f:#?}"
+            );
+        }
+        // The relays keep a quarter of their score: none outranks the origin's own finding.
+        let own = f
+            .iter()
+            .filter(|x| x.component == "c" && !x.summary.starts_with("the change at"))
+            .map(|x| x.score)
+            .fold(0.0, f64::max);
+        assert!(own > 0.0);
+        for x in f.iter().filter(|x| x.component != "c") {
+            assert!(x.score < own, "{x:?}");
+        }
+    }
+
+    #[test]
+    fn a_caller_failing_on_its_own_is_not_a_relay() {
+        // The same chain, but b fails before it calls c, and c behaves as before: b's own
+        // change stays its own.
+        let (spans, mut logs) = error_chain();
+        for l in logs.iter_mut() {
+            if l.component == "c" {
+                l.level = Some(Level::Info);
+                l.message = "stored row".into();
+            } else if l.component == "b" && l.level == Some(Level::Error) {
+                l.timestamp = l.timestamp.offset_millis(-16);
+            }
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        assert!(
+            f.iter().all(|x| !x.summary.starts_with("the change at b")),
+            "{f:#?}"
+        );
+        let ranked = crate::analyze::rank::Ranker::multimodal().rank(&f);
+        // b is the deepest that changed: the change begins there, a and front relay it.
+        assert_eq!(ranked[0].component, "b", "{ranked:#?}");
+    }
+
+    #[test]
+    fn a_callee_that_changes_whatever_its_caller_does_is_not_the_origin() {
+        // c takes a new path in every current request; b fails (before calling c) in half of
+        // them. c's change is everywhere, so it does not explain where b failed.
+        let (spans, mut logs) = error_chain();
+        for l in logs.iter_mut() {
+            let current = l.timestamp >= Timestamp::from_secs(40);
+            if l.component == "c" {
+                l.level = Some(Level::Info);
+                l.message = if current {
+                    "stored row via replica"
+                } else {
+                    "stored row"
+                }
+                .into();
+            } else if l.component == "b" && l.level == Some(Level::Error) {
+                l.timestamp = l.timestamp.offset_millis(-16);
+            }
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        assert!(
+            f.iter().all(|x| !x.summary.contains("began in c")),
+            "{:#?}",
+            f.iter().map(|x| &x.summary).collect::<Vec<_>>()
+        );
     }
 
     #[test]

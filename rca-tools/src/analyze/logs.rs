@@ -7,7 +7,7 @@ use rca_core::logs::{TemplateId, TemplateMiner};
 use rca_core::source::{Level, LogRecord};
 use rca_core::{Modality, Timestamp};
 
-use super::stats::proportion_z;
+use super::effect::ShareChange;
 use super::{Finding, Signal, Window, fmt_num};
 
 /// Turns a log message into its template: ids and numbers masked, so lines written by the same
@@ -60,8 +60,11 @@ fn looks_like_id(token: &str) -> bool {
 /// Compares each component's log lines in the current window with the baseline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogAnalyzer {
-    /// Report a template shift or burst whose statistic reaches this.
+    /// Report a template shift or burst whose score (the share's effect size, see
+    /// [`super::effect::ShareChange::score`]) reaches this.
     pub min_z: f64,
+    /// ... and whose change is at least this significant (a one-sided normal quantile).
+    pub min_significance: f64,
     /// Least current lines for a new template to count.
     pub min_new: usize,
     /// Lines at or above this level count as errors.
@@ -72,6 +75,7 @@ impl Default for LogAnalyzer {
     fn default() -> Self {
         LogAnalyzer {
             min_z: 2.5,
+            min_significance: 2.33,
             min_new: 3,
             error_level: Level::Error,
         }
@@ -193,7 +197,8 @@ impl LogAnalyzer {
             // The share of error lines among the component's lines, so a change of load does
             // not look like a burst.
             let (na, nb) = totals.get(component).copied().unwrap_or_default();
-            let z = proportion_z(*eb as f64, na as f64, *ec as f64, nb as f64);
+            let change = ShareChange::new(*eb as f64, na as f64, *ec as f64, nb as f64);
+            let z = change.score(self.min_significance);
             if *ec > 0 && z >= self.min_z {
                 let expected = *eb as f64 * nb as f64 / (na as f64).max(1.0);
                 out.push(Finding {
@@ -203,9 +208,10 @@ impl LogAnalyzer {
                     signal: Signal::ErrorBurst,
                     summary: format!(
                         "{component} wrote {ec} error lines of {nb} in the current window where the \
-                         baseline share predicts {} (z {})",
+                         baseline share predicts {} (effect {}, significance z {})",
                         fmt_num(expected),
-                        fmt_num(z)
+                        fmt_num(z),
+                        fmt_num(change.significance)
                     ),
                     score: z,
                 });
@@ -217,7 +223,8 @@ impl LogAnalyzer {
                 continue;
             }
             for (tpl, c) in templates {
-                let z = proportion_z(c.baseline as f64, na as f64, c.current as f64, nb as f64);
+                let z = ShareChange::new(c.baseline as f64, na as f64, c.current as f64, nb as f64)
+                    .score(self.min_significance);
                 // Errors matter when they grow; ordinary lines when they vanish (a normal
                 // path no longer taken).
                 let directed = if c.error { z } else { -z };
@@ -246,7 +253,7 @@ impl LogAnalyzer {
                         },
                         format!(
                             "{component}: share of \"{tpl}\" went from {}/{na} to {}/{nb} lines \
-                             (z {})",
+                             (effect {})",
                             c.baseline,
                             c.current,
                             fmt_num(z)

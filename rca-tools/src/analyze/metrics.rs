@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rca_core::source::MetricSample;
 use rca_core::{Modality, Timestamp};
 
-use super::stats::{RobustBaseline, change_point};
+use super::stats::{RobustBaseline, change_point, resolution};
 use super::{Finding, Signal, Window, fmt_num};
 
 /// Compares each `(component, KPI)` series in the current window with its baseline.
@@ -17,6 +17,12 @@ pub struct MetricAnalyzer {
     pub min_baseline: usize,
     /// The z-score unit is at least this share of the baseline median's magnitude.
     pub relative_floor: f64,
+    /// ... and at least this share of the current level's magnitude: a series that was flat
+    /// near zero scores at most `1 / level_floor` however small its baseline spread, so it
+    /// cannot outrank a saturated resource by orders of magnitude. The unit is also at least
+    /// the series' measurement resolution (its smallest step between distinct values, over
+    /// `sqrt(12)`, the spread quantisation alone produces).
+    pub level_floor: f64,
     /// Scores are capped here (a flat baseline can make a small change look infinite).
     pub max_score: f64,
     /// A level the series already reached in its own baseline scores at most this: the unit
@@ -40,6 +46,7 @@ impl Default for MetricAnalyzer {
             min_z: 4.0,
             min_baseline: 5,
             relative_floor: 0.05,
+            level_floor: 0.01,
             max_score: 1000.0,
             excursion_z: 3.0,
             symptom_words: [
@@ -65,6 +72,10 @@ impl Default for MetricAnalyzer {
 impl MetricAnalyzer {
     /// Findings for every series that moved, strongest first. The level of the current window
     /// is its second-highest (or second-lowest) value, so one stray sample is not enough.
+    ///
+    /// A KPI that moved the same way in several components at once measures something they
+    /// share (the node they run on, a common dependency, the workload) rather than any one
+    /// of them: each of their scores is divided by how many moved.
     pub fn analyze(&self, samples: &[MetricSample], window: &Window) -> Vec<Finding> {
         let mut series: BTreeMap<(&str, &str), Vec<(Timestamp, f64)>> = BTreeMap::new();
         for s in samples {
@@ -91,7 +102,9 @@ impl MetricAnalyzer {
             if base.len() < self.min_baseline || cur.is_empty() {
                 continue;
             }
-            let rb = RobustBaseline::new(&base, self.relative_floor, 1e-9);
+            let all: Vec<f64> = points.iter().map(|p| p.1).collect();
+            let quantum = resolution(&all) / 12f64.sqrt();
+            let rb = RobustBaseline::new(&base, self.relative_floor, quantum.max(1e-9));
             let top = base.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let bottom = base.iter().copied().fold(f64::INFINITY, f64::min);
             let z_of = |x: f64| {
@@ -100,7 +113,10 @@ impl MetricAnalyzer {
                 } else {
                     rb.median - bottom
                 };
-                let scale = rb.scale.max(excursion / self.excursion_z.max(1e-9));
+                let scale = rb
+                    .scale
+                    .max(excursion / self.excursion_z.max(1e-9))
+                    .max(self.level_floor * x.abs());
                 (x - rb.median) / scale
             };
             let mut values: Vec<f64> = cur.iter().map(|p| p.1).collect();
@@ -117,7 +133,6 @@ impl MetricAnalyzer {
             }
             // Where the change began: the change point of the whole series if it falls in the
             // current window, else the first current sample beyond the threshold.
-            let all: Vec<f64> = points.iter().map(|p| p.1).collect();
             let observed_at = change_point(&all, 1)
                 .map(|cp| points[cp.index].0)
                 .filter(|t| window.current.contains(*t))
@@ -156,8 +171,35 @@ impl MetricAnalyzer {
                 score,
             });
         }
+        spread_shared_shifts(&mut out);
         out.sort_by(|a, b| b.score.total_cmp(&a.score));
         out
+    }
+}
+
+/// Divides the score of every shift by the number of components whose same KPI moved in the
+/// same direction.
+fn spread_shared_shifts(findings: &mut [Finding]) {
+    let key = |f: &Finding| match &f.signal {
+        Signal::MetricShift { kpi, delta } => Some((kpi.clone(), *delta > 0.0)),
+        _ => None,
+    };
+    let mut movers: BTreeMap<(String, bool), usize> = BTreeMap::new();
+    for f in findings.iter() {
+        if let Some(k) = key(f) {
+            *movers.entry(k).or_default() += 1;
+        }
+    }
+    for f in findings.iter_mut() {
+        let Some(n) = key(f).and_then(|k| movers.get(&k).copied()) else {
+            continue;
+        };
+        if n > 1 {
+            f.score /= n as f64;
+            f.summary.push_str(&format!(
+                "; it moved in {n} components, so it is shared evidence"
+            ));
+        }
     }
 }
 
@@ -207,5 +249,67 @@ mod tests {
             TimeRange::new(Timestamp::from_secs(27 * 60), Timestamp::from_secs(30 * 60)),
         );
         assert!(MetricAnalyzer::default().analyze(&s, &w).is_empty());
+    }
+    #[test]
+    fn a_series_flat_near_zero_cannot_outrank_a_saturated_one() {
+        let mut s = Vec::new();
+        for t in 0..30 {
+            let noise = (t % 3) as f64 * 0.05;
+            // idle: exactly 0 until it reads 0.12; busy: CPU from about 2.5 to 389.
+            s.push(sample(t, "idle", "cpu", if t >= 27 { 0.12 } else { 0.0 }));
+            s.push(sample(
+                t,
+                "busy",
+                "cpu",
+                if t >= 27 { 389.0 } else { 2.5 + noise },
+            ));
+        }
+        let w = Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(27 * 60)),
+            TimeRange::new(Timestamp::from_secs(27 * 60), Timestamp::from_secs(30 * 60)),
+        );
+        let f = MetricAnalyzer::default().analyze(&s, &w);
+        assert_eq!(f[0].component, "busy", "{f:?}");
+        let idle = f
+            .iter()
+            .find(|x| x.component == "idle")
+            .map_or(0.0, |x| x.score);
+        // Its measurement resolution is its unit: 0.12 is one step.
+        assert!(idle < 10.0, "{f:?}");
+    }
+
+    #[test]
+    fn a_kpi_that_moved_in_many_components_is_shared_evidence() {
+        let mut s = Vec::new();
+        for t in 0..30 {
+            let noise = (t % 3) as f64 * 0.1;
+            for c in ["a", "b", "c", "d"] {
+                // The node's CPU, reported by every pod on it, rises for all.
+                let node = 20.0 + noise + if t >= 27 { 30.0 } else { 0.0 };
+                s.push(sample(t, c, "node_cpu", node));
+                let own = if c == "b" && t >= 27 {
+                    9.0
+                } else {
+                    1.0 + noise
+                };
+                s.push(sample(t, c, "cpu", own));
+            }
+        }
+        let w = Window::new(
+            TimeRange::new(Timestamp(0), Timestamp::from_secs(27 * 60)),
+            TimeRange::new(Timestamp::from_secs(27 * 60), Timestamp::from_secs(30 * 60)),
+        );
+        let f = MetricAnalyzer::default().analyze(&s, &w);
+        assert_eq!(f[0].component, "b", "{f:?}");
+        assert!(matches!(&f[0].signal, Signal::MetricShift { kpi, .. } if kpi == "cpu"));
+        let node: Vec<&Finding> = f
+            .iter()
+            .filter(|x| matches!(&x.signal, Signal::MetricShift { kpi, .. } if kpi == "node_cpu"))
+            .collect();
+        assert_eq!(node.len(), 4);
+        assert!(
+            node.iter()
+                .all(|x| x.summary.contains("moved in 4 components"))
+        );
     }
 }

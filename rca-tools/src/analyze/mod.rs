@@ -20,6 +20,7 @@
 //! the telemetry names.
 
 pub mod classify;
+pub mod effect;
 pub mod events;
 pub mod logs;
 pub mod metrics;

@@ -23,8 +23,13 @@ use super::stats;
 /// Finds the onset of an incident across metrics, spans and logs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnsetDetector {
-    /// How many time bins the span of an event modality (spans, logs) is cut into.
-    pub event_bins: usize,
+    /// The width of the time bins an event modality (spans, logs) is counted in, in
+    /// milliseconds: a width in time, so the onset's resolution does not depend on how long
+    /// a window the host hands over (a fixed count of bins put the onset about one and a
+    /// half bins early: a minute on a 30-minute window, five on two hours).
+    pub bin_millis: i64,
+    /// At most this many bins: a longer span gets wider bins.
+    pub max_bins: usize,
     /// The strength (t-like statistic of the best split) a series needs to vote.
     pub min_strength: f64,
     /// Values a series needs before its first candidate split (what "normal" is estimated
@@ -40,7 +45,8 @@ pub struct OnsetDetector {
 impl Default for OnsetDetector {
     fn default() -> Self {
         OnsetDetector {
-            event_bins: 30,
+            bin_millis: 10_000,
+            max_bins: 720,
             min_strength: 4.0,
             min_before: 3,
             leading_edge: 0.5,
@@ -178,8 +184,8 @@ impl OnsetDetector {
     }
 
     /// The bins of an event modality: the last stretch of `window` it covers without a
-    /// break (a gap far longer than its mean gap between records), cut into `event_bins`
-    /// equal bins (at least a millisecond each).
+    /// break (a gap far longer than its mean gap between records), cut into bins of
+    /// `bin_millis` (wider when that would make more than `max_bins`; at least two bins).
     fn bins(&self, window: TimeRange, times: impl Iterator<Item = Timestamp>) -> Option<Bins> {
         let mut times: Vec<i64> = times
             .filter(|t| window.contains(*t))
@@ -194,8 +200,15 @@ impl OnsetDetector {
             .rev()
             .find(|w| (w[1] - w[0]) as f64 > BREAK_GAPS * typical)
             .map_or(first, |w| w[1]);
-        let n = self.event_bins.max(2);
-        let width = ((last - lo) / n as i64 + 1).max(1);
+        let span = last - lo + 1;
+        let ceil = |a: i64, b: i64| (a + b - 1) / b;
+        let max_bins = self.max_bins.max(2) as i64;
+        let width = self
+            .bin_millis
+            .max(1)
+            .max(ceil(span, max_bins))
+            .min((span / 2).max(1));
+        let n = usize::try_from(ceil(span, width)).unwrap_or(2).max(2);
         Some(Bins {
             start: Timestamp(lo),
             width,
@@ -399,8 +412,53 @@ mod tests {
         let onset = OnsetDetector::default()
             .detect(window, &[], &spans, &[])
             .unwrap();
-        // Bins are 4 s wide: the onset lands in the bin holding second 75.
-        assert!((72_000..=76_000).contains(&onset.at.millis()), "{onset:?}");
+        // Bins are 10 s wide: the onset lands in the bin holding second 75.
+        assert!((70_000..=75_000).contains(&onset.at.millis()), "{onset:?}");
+    }
+
+    /// Calls every second for `minutes`; `db` slows down 60 s before the end.
+    fn slowing_calls(minutes: i64) -> Vec<Span> {
+        let end = minutes * 60;
+        (0..end)
+            .flat_map(|s| {
+                ["web", "db"]
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(k, c)| Span {
+                        trace_id: format!("t{s}"),
+                        span_id: format!("s{s}-{k}"),
+                        parent_id: None,
+                        component: c.to_string(),
+                        operation: "call".into(),
+                        start: Timestamp(s * 1000),
+                        duration_us: if c == "db" && s >= end - 60 {
+                            900_000
+                        } else {
+                            20_000 + (s % 7) as u64 * 500
+                        },
+                        error: false,
+                        attributes: BTreeMap::new(),
+                    })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_onset_error_does_not_grow_with_the_window() {
+        for minutes in [30, 120] {
+            let spans = slowing_calls(minutes);
+            let end = minutes * 60_000;
+            let onset = OnsetDetector::default()
+                .detect(
+                    TimeRange::new(Timestamp(0), Timestamp(end)),
+                    &[],
+                    &spans,
+                    &[],
+                )
+                .unwrap();
+            let error = (end - 60_000 - onset.at.millis()).abs();
+            assert!(error <= 10_000, "{minutes} min: {onset:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Robust statistics used by the analyzers: median, MAD, robust z-scores, a two-proportion
-//! test and a mean-shift change point.
+//! Robust statistics used by the analyzers: median, MAD, robust z-scores and a mean-shift
+//! change point (effect sizes and significance tests: [`super::effect`]).
 
 /// The median of the values (0 for none). NaNs are ignored.
 pub fn median(values: &[f64]) -> f64 {
@@ -63,54 +63,6 @@ impl RobustBaseline {
     pub fn z(&self, x: f64) -> f64 {
         (x - self.median) / self.scale
     }
-}
-
-/// Two-proportion z statistic: how surprising `b` of `nb` is given `a` of `na` (positive when
-/// the share grew). Add-one smoothing keeps empty counts finite.
-pub fn proportion_z(a: f64, na: f64, b: f64, nb: f64) -> f64 {
-    let pa = a / (na + 1.0);
-    let pb = b / (nb + 1.0);
-    let pooled = (a + b + 1.0) / (na + nb + 2.0);
-    let var = pooled * (1.0 - pooled) * (1.0 / (na + 1.0) + 1.0 / (nb + 1.0));
-    if var <= 0.0 {
-        return 0.0;
-    }
-    (pb - pa) / var.sqrt()
-}
-
-/// Two-proportion z that also allows for drift: the baseline comes in two parts (`(hits,
-/// trials)` each), and the difference between their shares counts as extra variance, so an
-/// event whose share already wandered within the baseline (a data-dependent branch, a
-/// changing request mix) needs a larger change to surprise; `drift_weight` scales that extra
-/// variance (0: a plain pooled two-proportion z). Positive when the current share
-/// `cur_hits / cur_trials` grew.
-pub fn drifting_proportion_z(
-    parts: [(f64, f64); 2],
-    cur_hits: f64,
-    cur_trials: f64,
-    drift_weight: f64,
-) -> f64 {
-    let (a, na) = (parts[0].0 + parts[1].0, parts[0].1 + parts[1].1);
-    let pa = a / (na + 1.0);
-    let pb = cur_hits / (cur_trials + 1.0);
-    let pooled = (a + cur_hits + 1.0) / (na + cur_trials + 2.0);
-    let binomial = pooled * (1.0 - pooled) * (1.0 / (na + 1.0) + 1.0 / (cur_trials + 1.0));
-    let share = |(h, n): (f64, f64)| (n > 0.0).then(|| h / n);
-    let drift = match (share(parts[0]), share(parts[1])) {
-        (Some(p1), Some(p2)) => drift_weight * (p1 - p2).powi(2) / 2.0,
-        _ => 0.0,
-    };
-    let var = binomial + drift;
-    if var <= 0.0 {
-        return 0.0;
-    }
-    (pb - pa) / var.sqrt()
-}
-
-/// Poisson surprise of observing `observed` events when `expected` were due (positive for
-/// more), with a unit floor on the variance.
-pub fn poisson_z(observed: f64, expected: f64) -> f64 {
-    (observed - expected) / (expected.max(1.0)).sqrt()
 }
 
 /// A change point in a series: the split that best separates two means.
@@ -220,17 +172,6 @@ mod tests {
         assert!((flat.z(10.0) - 20.0).abs() < 1e-9);
         let noisy = RobustBaseline::new(&[1.0, 9.0, 1.0, 9.0], 0.0, 0.0);
         assert!(noisy.z(9.0) < 2.0);
-    }
-
-    #[test]
-    fn proportions_and_counts() {
-        assert!(proportion_z(10.0, 100.0, 50.0, 100.0) > 5.0);
-        assert!(proportion_z(50.0, 100.0, 10.0, 100.0) < -5.0);
-        assert!(proportion_z(10.0, 100.0, 10.0, 100.0).abs() < 0.1);
-        assert!(poisson_z(30.0, 5.0) > 10.0);
-        let steady = drifting_proportion_z([(50.0, 100.0), (50.0, 100.0)], 10.0, 100.0, 1.0);
-        let wandering = drifting_proportion_z([(80.0, 100.0), (20.0, 100.0)], 10.0, 100.0, 1.0);
-        assert!(steady < -5.0 && wandering > -2.0, "{steady} {wandering}");
     }
 
     #[test]

@@ -10,7 +10,8 @@ use petgraph::graphmap::DiGraphMap;
 use rca_core::source::Span;
 use rca_core::{Modality, Timestamp};
 
-use super::stats::{RobustBaseline, median, proportion_z, quantile};
+use super::effect::{ShareChange, confident, duration_shift};
+use super::stats::{RobustBaseline, median, quantile};
 use super::{Finding, Signal, SpanIndex, Window, fmt_num};
 
 /// The call graph between components, built from parent/child spans in different components.
@@ -157,8 +158,13 @@ impl ServiceGraph {
 /// Compares spans of the current window with the baseline window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceAnalyzer {
-    /// Report shifts whose statistic reaches this.
+    /// Report shifts whose score (an effect size: the latency's robust z, a share's effect
+    /// in [`super::effect::SHARE_UNIT`]s) reaches this.
     pub min_z: f64,
+    /// ... and that are at least this significant (a one-sided normal quantile: the rank or
+    /// log-scale test for durations, the exact or pooled test for shares). This, not a least count,
+    /// decides whether a few spans are enough.
+    pub min_significance: f64,
     /// Least baseline spans of an operation (or calls on an edge) to judge it.
     pub min_baseline: usize,
     /// Least current spans of an operation to judge it.
@@ -173,8 +179,9 @@ impl Default for TraceAnalyzer {
     fn default() -> Self {
         TraceAnalyzer {
             min_z: 3.0,
-            min_baseline: 5,
-            min_current: 3,
+            min_significance: 2.33,
+            min_baseline: 2,
+            min_current: 2,
             latency_floor_us: 1000.0,
             relative_floor: 0.1,
         }
@@ -209,7 +216,9 @@ struct Tally {
 }
 
 impl TraceAnalyzer {
-    /// The latency z of a series, when both windows hold enough spans.
+    /// The latency score of a series: the robust z of the current median (and half that of
+    /// the 75th percentile) against the baseline, scaled by how sure the rank test is of the
+    /// shift (see [`duration_shift`]); `None` when either window holds too few spans.
     fn latency_z(&self, s: &Series) -> Option<f64> {
         if s.base.len() < self.min_baseline || s.cur.len() < self.min_current {
             return None;
@@ -217,7 +226,15 @@ impl TraceAnalyzer {
         let rb = RobustBaseline::new(&s.base, self.relative_floor, self.latency_floor_us);
         let med = rb.z(median(&s.cur));
         let p75 = rb.z(quantile(&s.cur, 0.75)) * 0.5;
-        Some(med.max(p75))
+        let effect = med.max(p75);
+        if effect <= 0.0 {
+            return Some(effect);
+        }
+        Some(confident(
+            effect,
+            duration_shift(&s.base, &s.cur),
+            self.min_significance,
+        ))
     }
 
     /// Findings, strongest first: latency, call gaps, error rates, dropped paths, and blame
@@ -373,12 +390,13 @@ impl TraceAnalyzer {
             }
         }
         for ((component, operation), t) in &ops {
-            let z = proportion_z(
+            let change = ShareChange::new(
                 t.base_err as f64,
                 t.base as f64,
                 t.cur_err as f64,
                 t.cur as f64,
             );
+            let z = change.score(self.min_significance);
             if t.cur_err >= 2 && z >= self.min_z {
                 out.push(Finding {
                     modality: Modality::Traces,
@@ -389,12 +407,13 @@ impl TraceAnalyzer {
                     },
                     summary: format!(
                         "{operation} of {component} failed {}/{} times with none of its callees \
-                         failing, vs {}/{} in the baseline (z {})",
+                         failing, vs {}/{} in the baseline (effect {}, significance z {})",
                         t.cur_err,
                         t.cur,
                         t.base_err,
                         t.base,
-                        fmt_num(z)
+                        fmt_num(z),
+                        fmt_num(change.significance)
                     ),
                     score: z,
                 });
@@ -407,7 +426,8 @@ impl TraceAnalyzer {
             }
             for (event, t) in evs {
                 if t.base == 0 && t.cur >= self.min_current {
-                    let z = proportion_z(0.0, na as f64, t.cur as f64, nb as f64);
+                    let z = ShareChange::new(0.0, na as f64, t.cur as f64, nb as f64)
+                        .score(self.min_significance);
                     if z >= self.min_z {
                         out.push(Finding {
                             modality: Modality::Traces,
@@ -418,7 +438,7 @@ impl TraceAnalyzer {
                             },
                             summary: format!(
                                 "{component}: {event} appeared in {}/{nb} of its spans, never in \
-                                 the {na} of the baseline (z {})",
+                                 the {na} of the baseline (effect {})",
                                 t.cur,
                                 fmt_num(z)
                             ),
@@ -430,7 +450,8 @@ impl TraceAnalyzer {
                 if t.base < self.min_baseline {
                     continue;
                 }
-                let z = -proportion_z(t.base as f64, na as f64, t.cur as f64, nb as f64);
+                let z = -ShareChange::new(t.base as f64, na as f64, t.cur as f64, nb as f64)
+                    .score(self.min_significance);
                 if z >= self.min_z {
                     out.push(Finding {
                         modality: Modality::Traces,
@@ -440,7 +461,7 @@ impl TraceAnalyzer {
                             event: event.clone(),
                         },
                         summary: format!(
-                            "{component}: {event} fell from {}/{na} to {}/{nb} of its spans (z {})",
+                            "{component}: {event} fell from {}/{na} to {}/{nb} of its spans (effect {})",
                             t.base,
                             t.cur,
                             fmt_num(z)
@@ -686,6 +707,64 @@ mod tests {
                 .iter()
                 .all(|x| !matches!(x.signal, Signal::PathAppeared { .. }))
         );
+    }
+
+    #[test]
+    fn a_few_spans_are_enough_when_the_change_is_large() {
+        // Three baseline spans at about 10 ms, six current ones of 3-20 s: below any fixed
+        // least count of old, and as clear as a change gets.
+        let mut v = Vec::new();
+        for (i, (t, dur)) in [
+            (2, 10_000u64),
+            (9, 11_000),
+            (15, 9_500),
+            (21, 3_000_000),
+            (24, 20_000_000),
+            (27, 7_000_000),
+            (30, 12_000_000),
+            (33, 4_000_000),
+            (36, 15_000_000),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            v.push(span(i, "s", None, "server", t, dur));
+        }
+        let f = TraceAnalyzer::default().analyze(&v, &window());
+        assert!(
+            f.iter().any(|x| x.component == "server"
+                && matches!(x.signal, Signal::Latency { .. })
+                && x.score > 100.0),
+            "{f:?}"
+        );
+        // Two spans a side cannot tell a change from chance.
+        let few: Vec<Span> = v
+            .iter()
+            .filter(|s| matches!(s.start.secs(), 2 | 9 | 21 | 24))
+            .cloned()
+            .collect();
+        assert!(TraceAnalyzer::default().analyze(&few, &window()).is_empty());
+    }
+
+    #[test]
+    fn latency_scores_do_not_grow_with_traffic() {
+        let once = TraceAnalyzer::default().analyze(&traces(true), &window());
+        let mut tenfold = Vec::new();
+        for copy in 0..10 {
+            for mut s in traces(true) {
+                s.trace_id.push_str(&format!("-{copy}"));
+                tenfold.push(s);
+            }
+        }
+        let many = TraceAnalyzer::default().analyze(&tenfold, &window());
+        let score = |f: &[Finding], c: &str| {
+            f.iter()
+                .filter(|x| x.component == c)
+                .map(|x| x.score)
+                .fold(0.0, f64::max)
+        };
+        assert!(score(&once, "db") > 0.0);
+        assert!((score(&once, "db") - score(&many, "db")).abs() < 1e-9 * score(&once, "db"));
     }
 
     #[test]
