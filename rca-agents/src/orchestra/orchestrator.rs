@@ -111,6 +111,22 @@ pub enum RunEvent {
         /// The decision.
         decision: Decision,
     },
+    /// An exploration identical to one already made (the same explorer, escalation, window,
+    /// focus and shared conclusions) was not run again: its findings stand.
+    Repeated {
+        /// The explorer.
+        explorer: String,
+        /// The subgoal's goal.
+        goal: String,
+        /// The escalation step.
+        escalation: Escalation,
+    },
+    /// The run ended because going on would change nothing: every exploration of the new
+    /// plan was already made with the same inputs.
+    Stopped {
+        /// Why.
+        reason: String,
+    },
     /// A role's model failed or answered with something unusable, and the role's
     /// deterministic policy answered instead (see [`Orchestrator::with_fallbacks`]).
     RoleFellBack {
@@ -253,6 +269,19 @@ impl RunRecord {
                         name: "recall".into(),
                         args: serde_json::to_value(incidents).unwrap_or_default(),
                     });
+                }
+                RunEvent::Repeated { explorer, goal, .. } => {
+                    step.thought = goal.clone();
+                    step.action = Some(Action {
+                        name: explorer.clone(),
+                        args: serde_json::json!({ "goal": goal, "repeated": true }),
+                    });
+                    step.observation = Some(Observation::full(
+                        "the same exploration was already made; its findings stand".to_string(),
+                    ));
+                }
+                RunEvent::Stopped { reason } => {
+                    step.thought = reason.clone();
                 }
                 RunEvent::RoleFellBack { role, error } => {
                     step.thought = format!("the {role}'s model failed; its policy answers");
@@ -636,6 +665,8 @@ impl Orchestrator {
         let mut explorations = 0usize;
         let mut replans = 0u32;
         let mut final_decision: Option<Decision> = None;
+        // The explorations already completed, by what decides their result.
+        let mut made: std::collections::HashSet<String> = Default::default();
 
         'plans: loop {
             let mut failing: Vec<Modality> = Vec::new();
@@ -662,7 +693,6 @@ impl Orchestrator {
                     if explorations >= self.config.max_explorations {
                         break;
                     }
-                    explorations += 1;
                     let conclusions: Vec<Conclusion> = short_term
                         .read_from(0)
                         .await
@@ -673,6 +703,23 @@ impl Orchestrator {
                     let past = self
                         .past_actions(explorer.name(), incident, &subgoal.goal)
                         .await;
+                    let key = exploration_key(
+                        explorer.name(),
+                        escalation,
+                        &subgoal.focus,
+                        &conclusions,
+                        &past,
+                    );
+                    if made.contains(&key) {
+                        events.push(RunEvent::Repeated {
+                            explorer: explorer.name().to_string(),
+                            goal: subgoal.goal.clone(),
+                            escalation,
+                        });
+                        succeeded = true;
+                        break;
+                    }
+                    explorations += 1;
                     let request = ExploreRequest {
                         incident,
                         subgoal: &subgoal,
@@ -685,6 +732,7 @@ impl Orchestrator {
                         Ok(found) => {
                             let completed = found.completed;
                             if completed {
+                                made.insert(key.clone());
                                 // Only findings above the modality's calibrated level are
                                 // published as what it points at.
                                 let level = found.significance.unwrap_or(0.0);
@@ -793,6 +841,50 @@ impl Orchestrator {
                             .plan(incident, &available, Some(&request), &recalled, &mut events)
                             .await?;
                         events.push(RunEvent::Planned { plan: plan.clone() });
+                        // A plan whose every exploration was already made, with the same
+                        // shared conclusions, would find the same again: the run ends here.
+                        let conclusions: Vec<Conclusion> = short_term
+                            .read_from(0)
+                            .await
+                            .map_err(|e| OrchestraError::Memory(e.to_string()))?
+                            .into_iter()
+                            .map(|(_, c)| c)
+                            .collect();
+                        let mut all_made = !plan.subgoals.is_empty();
+                        for subgoal in &plan.subgoals {
+                            let Some(explorer) = self
+                                .explorers
+                                .iter()
+                                .find(|e| e.modality() == subgoal.modality)
+                            else {
+                                continue;
+                            };
+                            let past = self
+                                .past_actions(explorer.name(), incident, &subgoal.goal)
+                                .await;
+                            let key = exploration_key(
+                                explorer.name(),
+                                Escalation::None,
+                                &subgoal.focus,
+                                &conclusions,
+                                &past,
+                            );
+                            if !made.contains(&key) {
+                                all_made = false;
+                                break;
+                            }
+                        }
+                        if all_made {
+                            events.push(RunEvent::Stopped {
+                                reason: format!(
+                                    "plan revision {} would repeat explorations already made \
+                                     (same explorers, windows, focus and shared conclusions): \
+                                     nothing would change",
+                                    plan.revision
+                                ),
+                            });
+                            break 'plans;
+                        }
                         continue 'plans;
                     }
                 }
@@ -814,6 +906,37 @@ impl Orchestrator {
             onset: incident.onset.map(|at| Onset::Known { at }),
         })
     }
+}
+
+/// What decides an exploration's result besides the incident: the explorer, the escalation
+/// step (which sets the window and thresholds), the subgoal's focus, the components other
+/// explorers published (deduplicated) and the past actions recalled for it.
+fn exploration_key(
+    explorer: &str,
+    escalation: Escalation,
+    focus: &[String],
+    conclusions: &[Conclusion],
+    past: &[PastAction],
+) -> String {
+    let mut focus: Vec<&str> = focus.iter().map(String::as_str).collect();
+    focus.sort_unstable();
+    focus.dedup();
+    let mut shared: Vec<(&str, Vec<&str>)> = conclusions
+        .iter()
+        .filter(|c| c.author != explorer)
+        .map(|c| {
+            let mut v: Vec<&str> = c.components.iter().map(String::as_str).collect();
+            v.sort_unstable();
+            (c.author.as_str(), v)
+        })
+        .collect();
+    shared.sort();
+    shared.dedup();
+    let past: Vec<(&str, &Vec<String>)> = past
+        .iter()
+        .map(|p| (p.incident.as_str(), &p.components))
+        .collect();
+    serde_json::json!([explorer, escalation, focus, shared, past]).to_string()
 }
 
 #[cfg(test)]
@@ -1112,6 +1235,48 @@ mod tests {
                 .iter()
                 .any(|s| s.error.as_deref() == Some("the model answered nonsense"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_replan_that_changes_nothing_runs_no_explorer_twice() {
+        // db in metrics, cache in logs: never two modalities on one component, so the
+        // controller escalates after every plan.
+        let metrics = Fixed::new(
+            "metrics",
+            Modality::Metrics,
+            vec![ev(Modality::Metrics, "db", 3.0)],
+            0,
+        );
+        let logs = Fixed::new(
+            "logs",
+            Modality::Logs,
+            vec![ev(Modality::Logs, "cache", 1.0)],
+            0,
+        );
+        let o = orchestrator(vec![metrics.clone(), logs.clone()]);
+        let run = o.run(&incident(), &Queue::default()).await.unwrap();
+        // Plan 0 (no focus, nothing shared yet for the first explorer), plan 1 (the
+        // suspects as focus, the others' conclusions now shared): each ran twice. Plan 2 has
+        // the same focus and the same shared conclusions: nothing runs again.
+        assert_eq!(metrics.seen.lock().unwrap().len(), 2, "{:?}", run.events);
+        assert_eq!(logs.seen.lock().unwrap().len(), 2, "{:?}", run.events);
+        let stopped: Vec<&str> = run
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::Stopped { reason } => Some(reason.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stopped.len(), 1, "{:?}", run.events);
+        assert!(stopped[0].contains("nothing would change"));
+        assert!(
+            run.trajectory()
+                .steps
+                .iter()
+                .any(|s| s.thought.contains("would repeat explorations"))
+        );
+        assert!(matches!(run.decision, Some(Decision::Escalate { .. })));
     }
 
     #[tokio::test]
