@@ -18,6 +18,10 @@ pub enum ProtocolArg {
     FaultTime,
 }
 
+/// How many normal minutes are spliced before each fault's run under the alert protocol:
+/// between two and six, so the first retained event lies 2-8 minutes before the fault.
+const SPLICED_MINUTES: (i64, i64) = (2, 6);
+
 /// Arguments of `rca eval nezha`.
 #[derive(Debug, Args)]
 pub struct NezhaArgs {
@@ -32,9 +36,14 @@ pub struct NezhaArgs {
     /// What the diagnoser is told about the fault time.
     #[arg(long, value_enum, default_value_t = ProtocolArg::Alert)]
     protocol: ProtocolArg,
-    /// The seed of the alert lags.
+    /// The seed of the alert lags (and of how many normal minutes are spliced).
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Under the alert protocol, do not splice normal minutes before each fault's run (the
+    /// data keep about three minutes around each fault, so where the window starts then
+    /// gives the fault time away; see `--explain`'s trivial-rule row).
+    #[arg(long)]
+    no_splice: bool,
     /// Also cross-validate the ranker's settings (and, under the alert protocol, the onset
     /// detector's) over K contiguous folds of cases (choose on K-1, score the held-out fold)
     /// and report both figures.
@@ -50,8 +59,11 @@ pub struct NezhaArgs {
     /// Where `--export` writes the incident directory.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Also print, per case, the onset and the top candidates.
-    #[arg(long)]
+    /// Instead of the plain evaluation, explain every miss: the true service's rank in each
+    /// modality, the finding that outranked it and a cause class (re-running the pipeline
+    /// with the true onset and with a window ending at the labelled time where that tests a
+    /// cause); `--write-docs` writes `nezha-<protocol>-misses`.
+    #[arg(long, conflicts_with_all = ["cross_validate", "modality_drop", "memory"])]
     explain: bool,
     /// Score with all telemetry and with each modality (and the log-span join) withheld in
     /// turn, instead of the plain evaluation; `--write-docs` writes `nezha-<protocol>-drop`.
@@ -82,6 +94,10 @@ impl NezhaArgs {
                 ProtocolArg::FaultTime => nezha::Protocol::FaultTime,
             },
             seed: self.seed,
+            splice_minutes: (self.protocol == ProtocolArg::Alert
+                && !self.no_splice
+                && self.export.is_none())
+            .then_some(SPLICED_MINUTES),
             ..nezha::CaseOptions::default()
         }
     }
@@ -165,6 +181,26 @@ pub fn run(args: NezhaArgs) -> Result<()> {
             &table,
         );
     }
+    if args.explain {
+        let report = nezha::explain_misses(&args.dir, &options, &mut progress)
+            .with_context(|| format!("explaining misses on {}", args.dir.display()))?;
+        let table = report.to_markdown();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            println!("{table}");
+        }
+        let protocol = args.case_options().protocol;
+        let mut flags = format!("--protocol {protocol}");
+        if protocol == nezha::Protocol::Alert {
+            flags.push_str(&format!(" --seed {}", args.seed));
+            if args.no_splice {
+                flags.push_str(" --no-splice");
+            }
+        }
+        flags.push_str(" --explain");
+        return write_docs(&args, &format!("nezha-{protocol}-misses"), &flags, &table);
+    }
     if args.modality_drop {
         let rows = nezha::modality_drop(&args.dir, &options, &mut progress)
             .with_context(|| format!("evaluating {}", args.dir.display()))?;
@@ -229,11 +265,6 @@ pub fn run(args: NezhaArgs) -> Result<()> {
             );
         }
     }
-    if args.explain {
-        for c in &report.cases {
-            eprintln!("{} ranked: {}", c.id, c.ranked_pods.join(" > "));
-        }
-    }
     if let Some(path) = &args.write_docs {
         let protocol = args.case_options().protocol;
         let mut command = format!("rca eval nezha {}", args.dir.display());
@@ -243,6 +274,9 @@ pub fn run(args: NezhaArgs) -> Result<()> {
         command.push_str(&format!(" --protocol {protocol}"));
         if protocol == nezha::Protocol::Alert {
             command.push_str(&format!(" --seed {}", args.seed));
+            if args.no_splice {
+                command.push_str(" --no-splice");
+            }
         }
         if let Some(k) = args.cross_validate {
             command.push_str(&format!(" --cross-validate {k}"));

@@ -214,6 +214,120 @@ fn nezha_cases_follow_their_protocol_and_hold_nothing_after_detection() {
     );
 }
 
+/// The data keep about three minutes around each fault, so the trivial rule (the first event
+/// of the last unbroken stretch, plus 60 s) knows the fault time within seconds; with normal
+/// minutes spliced before each run it no longer does, while the spliced cases still hold
+/// nothing after detection and as many real records as before.
+#[test]
+fn the_trivial_onset_rule_loses_its_edge_on_spliced_cases() {
+    let Some(dir) = data("nezha-trainticket") else {
+        return;
+    };
+    let days = nezha::discover(&dir).unwrap();
+    let day = &days[0];
+    let metrics = nezha::DayMetrics::load(day).unwrap();
+    let plain = nezha::CaseOptions::default();
+    let spliced = nezha::CaseOptions {
+        splice_minutes: Some((2, 6)),
+        ..plain
+    };
+    let mut errors = [Vec::new(), Vec::new()];
+    for case in &day.cases {
+        for (k, options) in [plain, spliced].iter().enumerate() {
+            let d = nezha::load_case(day, &metrics, case, options).unwrap();
+            assert!(d.spans.iter().all(|s| s.start < d.detected_at));
+            assert!(d.logs.iter().all(|r| r.timestamp < d.detected_at));
+            let onset = nezha::trivial_onset(&d).unwrap();
+            errors[k].push((onset.millis() - case.inject_time.millis()).abs() as f64 / 1000.0);
+        }
+    }
+    let median = |v: &[f64]| rca_tools::analyze::stats::median(v);
+    let (without, with) = (median(&errors[0]), median(&errors[1]));
+    eprintln!("trivial rule, median onset error: {without} s without splice, {with} s with");
+    assert!(without <= 40.0, "{without}");
+    assert!(with >= 120.0, "{with}");
+}
+
+/// The same incident at three times the traffic (every trace and its log lines copied with
+/// fresh trace and span ids, the same times; metrics unchanged) names the same top candidate
+/// with the same score within 10%: scores measure how much things changed, not how many
+/// records show it. (Lower ranks may still move: a weak change that is not significant in one
+/// copy can be in three, and then enters with its effect.)
+#[test]
+fn replicated_traffic_gives_the_same_ranking() {
+    use std::sync::Arc;
+
+    use rca_agents::orchestra::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
+    use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
+    use rca_tools::sources::incident::IncidentDir;
+    use rca_tools::sources::{FileLogSource, FileTraceSource};
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/incidents/trainticket-cpu");
+    let inc = IncidentDir::open(&dir).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let run = |copies: usize| {
+        let mut logs = Vec::new();
+        let mut spans = Vec::new();
+        for k in 0..copies {
+            let tag = format!("-r{k}");
+            for r in inc.logs.records() {
+                let mut r = r.clone();
+                for key in [TRACE_ID, SPAN_ID] {
+                    if let Some(v) = r.attributes.get_mut(key) {
+                        v.push_str(&tag);
+                    }
+                }
+                logs.push(r);
+            }
+            for s in inc.traces.spans_all() {
+                let mut s = s.clone();
+                s.trace_id.push_str(&tag);
+                s.span_id.push_str(&tag);
+                if let Some(p) = s.parent_id.as_mut() {
+                    p.push_str(&tag);
+                }
+                spans.push(s);
+            }
+        }
+        logs.sort_by_key(|r| r.timestamp);
+        spans.sort_by_key(|s| s.start);
+        let cutoff = Some(inc.incident.detected_at);
+        let telemetry = IncidentTelemetry {
+            logs: Arc::new(FileLogSource::from_records(logs, cutoff)),
+            metrics: Arc::new(inc.metrics.clone()),
+            traces: Arc::new(FileTraceSource::from_spans(spans, cutoff)),
+            baseline: inc.baseline,
+        };
+        let pipeline = DiagnosisPipeline::over(
+            telemetry,
+            &inc.incident,
+            RoleModels::default(),
+            PipelineConfig::default(),
+        )
+        .unwrap();
+        let record = rt.block_on(pipeline.run(&inc.incident)).unwrap();
+        eprintln!("{copies} copies: onset {:?}", record.onset);
+        for c in record.report.candidates.iter().take(5) {
+            eprintln!("  {} {:.3}", c.component, c.score);
+        }
+        record.report.candidates
+    };
+    let (once, thrice) = (run(1), run(3));
+    assert_eq!(once[0].component, thrice[0].component);
+    for (a, b) in once.iter().zip(&thrice).take(1) {
+        assert!(
+            (a.score - b.score).abs() <= 0.1 * a.score.abs(),
+            "{}: {} once, {} at three times the traffic",
+            a.component,
+            a.score,
+            b.score
+        );
+    }
+}
+
 /// Library code must not know the benchmark systems: no service names, no `ts-` prefix, no
 /// phrases from their logs.
 #[test]

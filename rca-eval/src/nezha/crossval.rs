@@ -313,6 +313,7 @@ mod tests {
             service_rank: rank,
             explorations: 0,
             planned_from_memory: false,
+            trivial: None,
         }
     }
 

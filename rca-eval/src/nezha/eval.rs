@@ -11,7 +11,7 @@ use serde::Serialize;
 use rca_agents::orchestra::{DiagnosisMemory, PipelineConfig};
 
 use super::NezhaError;
-use super::diagnose::{Withheld, diagnose_case_with_memory};
+use super::diagnose::{Withheld, diagnose_case, diagnose_case_with_memory};
 use super::loader::{CaseOptions, DayMetrics, NezhaCase, NezhaDay, discover, load_case};
 
 /// The service of a pod: its name without the two trailing dash-separated parts (the
@@ -84,6 +84,44 @@ pub struct CaseResult {
     /// 1-based rank of the true service among distinct ranked services (`None`: absent).
     #[serde(skip)]
     pub service_rank: Option<usize>,
+    /// Under the alert protocol, the same case diagnosed with the trivial onset rule (the
+    /// first retained log line or span plus 60 s, stated as the onset): the baseline the
+    /// estimator must beat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trivial: Option<TrivialOutcome>,
+}
+
+/// A case diagnosed with the trivial onset rule ([`trivial_onset`]).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TrivialOutcome {
+    /// The rule's onset minus the fault time, in seconds.
+    pub onset_error_secs: f64,
+    /// 1-based rank of the true service (`None`: absent).
+    pub service_rank: Option<usize>,
+}
+
+/// The trivial onset rule: the first log line or span of the case's last unbroken stretch of
+/// them (no gap over a minute), plus 60 s. It knows nothing of the telemetry's content; it
+/// wins only where the data's extent gives the fault away (the Nezha data keep a few minutes
+/// around each fault; splicing normal minutes before them takes that away).
+pub fn trivial_onset(data: &super::loader::CaseData) -> Option<rca_core::Timestamp> {
+    let mut times: Vec<i64> = data
+        .logs
+        .iter()
+        .map(|r| r.timestamp.millis())
+        .chain(data.spans.iter().map(|s| s.start.millis()))
+        .collect();
+    times.sort_unstable();
+    let first = times
+        .windows(2)
+        .rev()
+        .find(|w| w[1] - w[0] > 60_000)
+        .map_or(*times.first()?, |w| w[1]);
+    Some(
+        rca_core::Timestamp(first)
+            .offset_millis(60_000)
+            .min(data.detected_at),
+    )
 }
 
 /// The summary line of a run.
@@ -110,6 +148,10 @@ pub struct Summary {
 pub struct NezhaReport {
     /// The scores.
     pub summary: Summary,
+    /// The trivial onset rule's scores (alert protocol): AS@k and median onset error, the
+    /// other fields as in `summary`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trivial: Option<Summary>,
     /// Every case.
     pub cases: Vec<CaseResult>,
 }
@@ -138,7 +180,28 @@ impl NezhaReport {
             .iter()
             .filter_map(|c| c.onset_error_secs.map(f64::abs))
             .collect();
+        let trivial: Vec<TrivialOutcome> = cases.iter().filter_map(|c| c.trivial).collect();
+        let trivial = (!trivial.is_empty() && trivial.len() == n).then(|| {
+            let share = |k: usize| {
+                trivial
+                    .iter()
+                    .filter(|t| t.service_rank.is_some_and(|r| r <= k))
+                    .count() as f64
+                    / n as f64
+            };
+            let errors: Vec<f64> = trivial.iter().map(|t| t.onset_error_secs.abs()).collect();
+            Summary {
+                cases: n,
+                as1: share(1),
+                as3: share(3),
+                as5: share(5),
+                fault_type_accuracy: 0.0,
+                median_seconds: 0.0,
+                median_onset_error_secs: Some(rca_tools::analyze::stats::median(&errors)),
+            }
+        });
         NezhaReport {
+            trivial,
             summary: Summary {
                 cases: n,
                 as1: share(1),
@@ -171,7 +234,7 @@ pub(crate) fn service_rank(ranked: &[String], truth: &str) -> Option<usize> {
 }
 
 /// The cases of the selected days, with their day.
-fn selected(root: &Path, days: &[String]) -> Result<Vec<NezhaDay>, NezhaError> {
+pub(crate) fn selected(root: &Path, days: &[String]) -> Result<Vec<NezhaDay>, NezhaError> {
     Ok(discover(root)?
         .into_iter()
         .filter(|d| days.is_empty() || days.contains(&d.name))
@@ -210,6 +273,10 @@ pub(crate) fn run_cases_remembering(
     let runtime = runtime()?;
     let total: usize = days.iter().map(|d| d.cases.len()).sum();
     let mut results: Vec<Vec<CaseResult>> = vec![Vec::with_capacity(total); variants.len()];
+    // One plain run under the alert protocol is also scored with the trivial onset rule.
+    let trivial_too = variants.len() == 1
+        && memories.iter().all(Option::is_none)
+        && case_options.protocol == super::loader::Protocol::Alert;
     let mut done = 0;
     for day in days {
         let metrics = DayMetrics::load(day)?;
@@ -230,7 +297,18 @@ pub(crate) fn run_cases_remembering(
                     memory.as_mut(),
                 ))?;
                 let seconds = load_secs + started.elapsed().as_secs_f64();
-                out.push(case_result(case, diagnosis, seconds));
+                let mut result = case_result(case, diagnosis, seconds);
+                if trivial_too && let Some(onset) = trivial_onset(&data) {
+                    let mut stated = data.clone();
+                    stated.incident.onset = Some(onset);
+                    let d = runtime.block_on(diagnose_case(&stated, config, *withheld))?;
+                    result.trivial = Some(TrivialOutcome {
+                        onset_error_secs: (onset.millis() - case.inject_time.millis()) as f64
+                            / 1000.0,
+                        service_rank: service_rank(&d.ranked, &case.truth_pod),
+                    });
+                }
+                out.push(result);
             }
             done += 1;
             progress(done, total, &case.id);
@@ -253,6 +331,7 @@ fn case_result(case: &NezhaCase, diagnosis: super::CaseDiagnosis, seconds: f64) 
         truth_type: case.truth_type.clone(),
         explorations: diagnosis.explorations,
         planned_from_memory: diagnosis.planned_from_memory,
+        trivial: None,
     }
 }
 
@@ -431,6 +510,24 @@ pub fn markdown_table(report: &NezhaReport) -> String {
             .map_or("-".to_string(), |e| format!("{e:.0}")),
         s.median_seconds
     ));
+    if let Some(t) = &report.trivial {
+        out.push_str(&format!(
+            "\nTrivial baseline in the same run: the onset stated as the first log line or span of \
+             the last unbroken stretch of them, plus 60 s (it knows nothing of the telemetry's \
+             content).\n\n\
+             | onset | AS@1 | AS@3 | median onset error s |\n|---|---|---|---|\n\
+             | estimated by the pipeline | {:.3} | {:.3} | {} |\n\
+             | trivial rule | {:.3} | {:.3} | {} |\n",
+            s.as1,
+            s.as3,
+            s.median_onset_error_secs
+                .map_or("-".to_string(), |e| format!("{e:.0}")),
+            t.as1,
+            t.as3,
+            t.median_onset_error_secs
+                .map_or("-".to_string(), |e| format!("{e:.0}")),
+        ));
+    }
     let mut by_type: BTreeMap<&str, Vec<&CaseResult>> = BTreeMap::new();
     for c in &report.cases {
         by_type.entry(c.truth_type.as_str()).or_default().push(c);
@@ -485,6 +582,7 @@ mod tests {
             service_rank: rank,
             explorations: 0,
             planned_from_memory: false,
+            trivial: None,
         };
         let r = NezhaReport::from_cases(vec![case(Some(1), "return"), case(Some(3), "exception")]);
         assert_eq!(r.summary.as1, 0.5);

@@ -168,6 +168,14 @@ pub struct CaseOptions {
     /// Length of the incident window before the detection time, in seconds: the telemetry
     /// the diagnoser gets (the part before the onset is its baseline).
     pub history_secs: i64,
+    /// Splice this many normal minutes (a range `[min, max]`, drawn per case with `seed`)
+    /// directly before the case's run of log and trace minutes: copies of the day's normal
+    /// minute (`construct_data/`), re-timed and with trace and span ids rewritten. The data
+    /// set keeps only about three minutes around each fault, so without it the first
+    /// retained event says where the fault is (49-117 s before it); with it, where the
+    /// window starts says nothing. `None`: no splice (the day's normal minute is then used
+    /// as it is, as baseline, when it lies before the run).
+    pub splice_minutes: Option<(i64, i64)>,
 }
 
 impl Default for CaseOptions {
@@ -178,6 +186,7 @@ impl Default for CaseOptions {
             alert_lag_secs: (60, 300),
             detect_after_secs: 180,
             history_secs: 1800,
+            splice_minutes: None,
         }
     }
 }
@@ -204,6 +213,79 @@ impl CaseOptions {
         let z = mix64(stable_hash(id.as_bytes()) ^ self.seed.wrapping_mul(GOLDEN_GAMMA));
         lo + (z % ((hi - lo + 1) as u64)) as i64
     }
+
+    /// How many normal minutes are spliced before the case `id` (0 without a splice): uniform
+    /// in `splice_minutes`, a function of the seed and the id only, drawn independently of
+    /// the alert lag.
+    pub fn spliced_minutes(&self, id: &str) -> i64 {
+        let Some((a, b)) = self.splice_minutes else {
+            return 0;
+        };
+        let (lo, hi) = (a.min(b).max(0), a.max(b).max(0));
+        let z = mix64(
+            stable_hash(id.as_bytes()).rotate_left(17)
+                ^ self.seed.wrapping_mul(GOLDEN_GAMMA)
+                ^ 0x5bd1_e995,
+        );
+        lo + (z % ((hi - lo + 1) as u64)) as i64
+    }
+}
+
+/// Copies of a normal stretch (`logs`, `spans`) laid end to end, `minutes` of them, so that
+/// the last ends where `before` begins: each copy is shifted in time by whole periods of 60 s
+/// and its trace and span ids get a suffix, so no copy joins another or the real data.
+/// Records that would fall at or after `before` are dropped.
+pub fn splice_normal_minutes(
+    logs: &[LogRecord],
+    spans: &[Span],
+    before: Timestamp,
+    minutes: i64,
+) -> (Vec<LogRecord>, Vec<Span>) {
+    let first = logs
+        .iter()
+        .map(|r| r.timestamp)
+        .chain(spans.iter().map(|s| s.start))
+        .min();
+    let Some(first) = first else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut out_logs = Vec::new();
+    let mut out_spans = Vec::new();
+    for copy in 0..minutes.max(0) {
+        let start = before.offset_millis(-(minutes - copy) * 60_000);
+        let shift = start.millis() - first.millis();
+        let suffix = format!("-s{copy}");
+        let keep = |t: Timestamp| t >= start && t < before && t < start.offset_millis(60_000);
+        for r in logs {
+            let t = r.timestamp.offset_millis(shift);
+            if !keep(t) {
+                continue;
+            }
+            let mut r = r.clone();
+            r.timestamp = t;
+            for key in [TRACE_ID, SPAN_ID] {
+                if let Some(v) = r.attributes.get_mut(key) {
+                    v.push_str(&suffix);
+                }
+            }
+            out_logs.push(r);
+        }
+        for s in spans {
+            let t = s.start.offset_millis(shift);
+            if !keep(t) {
+                continue;
+            }
+            let mut s = s.clone();
+            s.start = t;
+            s.trace_id.push_str(&suffix);
+            s.span_id.push_str(&suffix);
+            if let Some(p) = s.parent_id.as_mut() {
+                p.push_str(&suffix);
+            }
+            out_spans.push(s);
+        }
+    }
+    (out_logs, out_spans)
 }
 
 /// The telemetry of one case, cut to its incident window. It holds no ground truth.
@@ -508,7 +590,7 @@ pub fn load_case(
         minutes.read(from, to, window)?;
     }
     // The day's construct minute: the known normal period the data set provides, used as
-    // baseline when it lies before the run.
+    // baseline when it lies before the run, or spliced (re-timed copies) directly before it.
     let mut start = window.start;
     if let Some(cdir) = &day.construct_dir {
         let first_event = minutes
@@ -518,7 +600,12 @@ pub fn load_case(
             .chain(minutes.logs.iter().map(|r| r.timestamp))
             .min()
             .unwrap_or(detected_at);
-        let before = TimeRange::new(Timestamp(i64::MIN), first_event.min(detected_at));
+        let spliced = options.spliced_minutes(&case.id);
+        let before = if spliced > 0 {
+            TimeRange::new(Timestamp(i64::MIN), Timestamp(i64::MAX))
+        } else {
+            TimeRange::new(Timestamp(i64::MIN), first_event.min(detected_at))
+        };
         let mut clogs = Vec::new();
         read_log_csv(
             &list_files(&cdir.join("log"), "")?,
@@ -528,12 +615,19 @@ pub fn load_case(
         )?;
         let tsrc = FileTraceSource::open(&list_files(&cdir.join("trace"), "")?, None, None)?;
         minutes.report.merge(tsrc.report());
-        let cspans: Vec<Span> = tsrc
+        let mut cspans: Vec<Span> = tsrc
             .spans_all()
             .iter()
             .filter(|s| before.contains(s.start))
             .cloned()
             .collect();
+        if spliced > 0 {
+            // The run's first minute begins at the minute boundary before its first event.
+            let run_start = first_event.offset_millis(-first_event.millis().rem_euclid(60_000));
+            clogs.sort_by_key(|r| r.timestamp);
+            cspans.sort_by_key(|s| s.start);
+            (clogs, cspans) = splice_normal_minutes(&clogs, &cspans, run_start, spliced);
+        }
         if let Some(first) = clogs
             .iter()
             .map(|r| r.timestamp)
@@ -609,5 +703,68 @@ mod tests {
         assert_eq!(run("09:26:10"), minutes("09:25", "09:27"));
         assert_eq!(run("09:30:40"), minutes("09:30", "09:31"));
         assert_eq!(run("09:24:10"), None);
+    }
+
+    #[test]
+    fn spliced_minutes_are_re_timed_renamed_and_end_where_the_run_begins() {
+        let at = |s: i64| Timestamp::from_secs(1_000_000 + s);
+        let span = |id: &str, parent: Option<&str>, t: i64| Span {
+            trace_id: "t1".into(),
+            span_id: id.into(),
+            parent_id: parent.map(str::to_string),
+            component: "svc".into(),
+            operation: "op".into(),
+            start: at(t),
+            duration_us: 1000,
+            error: false,
+            attributes: Default::default(),
+        };
+        let spans = vec![span("a", None, 0), span("b", Some("a"), 30)];
+        let logs = vec![LogRecord {
+            timestamp: at(31),
+            component: "svc".into(),
+            level: None,
+            message: "m".into(),
+            attributes: [
+                (TRACE_ID.to_string(), "t1".to_string()),
+                (SPAN_ID.to_string(), "b".to_string()),
+            ]
+            .into(),
+        }];
+        let before = Timestamp::from_secs(2_000_000);
+        let (l, s) = splice_normal_minutes(&logs, &spans, before, 3);
+        assert_eq!((l.len(), s.len()), (3, 6));
+        // Three copies, a minute apart, the last ending where the run begins.
+        let starts: Vec<i64> = s
+            .iter()
+            .filter(|x| x.parent_id.is_none())
+            .map(|x| x.start.millis())
+            .collect();
+        assert_eq!(
+            starts,
+            [-180_000, -120_000, -60_000].map(|d| before.millis() + d)
+        );
+        assert!(s.iter().all(|x| x.start < before));
+        // Ids carry the copy: no copy joins another.
+        let ids: std::collections::BTreeSet<(&str, &str)> = s
+            .iter()
+            .map(|x| (x.trace_id.as_str(), x.span_id.as_str()))
+            .collect();
+        assert_eq!(ids.len(), 6);
+        assert!(
+            s.iter()
+                .any(|x| x.parent_id.as_deref() == Some("a-s1") && x.trace_id == "t1-s1")
+        );
+        assert!(l.iter().all(|r| r.attributes[SPAN_ID].starts_with("b-s")));
+        // The draw is a function of the seed and the id, within its range.
+        let o = CaseOptions {
+            splice_minutes: Some((2, 6)),
+            ..CaseOptions::default()
+        };
+        let drawn: std::collections::BTreeSet<i64> = (0..40)
+            .map(|i| o.spliced_minutes(&format!("d/{i:02}")))
+            .collect();
+        assert!(drawn.iter().all(|m| (2..=6).contains(m)) && drawn.len() > 2);
+        assert_eq!(CaseOptions::default().spliced_minutes("d/00"), 0);
     }
 }

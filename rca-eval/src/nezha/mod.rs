@@ -8,6 +8,7 @@ mod crossval;
 mod delay;
 mod diagnose;
 mod eval;
+mod explain;
 mod export;
 mod loader;
 
@@ -17,13 +18,14 @@ pub use diagnose::{
     CaseDiagnosis, Withheld, case_telemetry, diagnose_case, diagnose_case_with_memory,
 };
 pub use eval::{
-    CaseResult, EvalOptions, MemoryRow, NezhaReport, Summary, drop_table, evaluate, markdown_table,
-    memory_effect, memory_table, modality_drop, service_of,
+    CaseResult, EvalOptions, MemoryRow, NezhaReport, Summary, TrivialOutcome, drop_table, evaluate,
+    markdown_table, memory_effect, memory_table, modality_drop, service_of, trivial_onset,
 };
+pub use explain::{MissCause, MissExplanation, MissReport, explain_misses};
 pub use export::export_case;
 pub use loader::{
     CaseData, CaseOptions, DayMetrics, NezhaCase, NezhaDay, Protocol, discover, load_case,
-    read_log_csv,
+    read_log_csv, splice_normal_minutes,
 };
 
 use rca_core::SourceError;
