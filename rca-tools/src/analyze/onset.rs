@@ -30,6 +30,12 @@ pub struct OnsetDetector {
     pub bin_millis: i64,
     /// At most this many bins: a longer span gets wider bins.
     pub max_bins: usize,
+    /// Whether volumes vote (a component's spans and log lines per bin). Without them only
+    /// behaviour votes: the share of a component's spans that fail and of its lines that are
+    /// warnings or errors, and its spans' mean log-duration. Volumes move with the workload
+    /// and its mix, which change without any fault (and change at a splice of two stretches
+    /// of normal traffic); shares and durations per request do not.
+    pub volumes: bool,
     /// The strength (t-like statistic of the best split) a series needs to vote.
     pub min_strength: f64,
     /// Values a series needs before its first candidate split (what "normal" is estimated
@@ -47,6 +53,7 @@ impl Default for OnsetDetector {
         OnsetDetector {
             bin_millis: 10_000,
             max_bins: 720,
+            volumes: VOLUMES,
             min_strength: 4.0,
             min_before: 3,
             leading_edge: 0.5,
@@ -68,6 +75,9 @@ pub struct OnsetEstimate {
     /// its voting series' profiles.
     pub agreement: f64,
 }
+
+/// The default of [`OnsetDetector::volumes`].
+const VOLUMES: bool = false;
 
 /// A gap between two records of a modality this many times its mean gap is a break in its
 /// coverage (the collector was off, or the data set keeps only some minutes): only the stretch
@@ -238,8 +248,10 @@ impl OnsetDetector {
         let mut out = Vec::new();
         for row in per.values() {
             let at = |b: usize, v: f64| covered[b].then_some(v);
-            out.push(bins.series(SPANS, row.iter().enumerate().map(|(b, r)| at(b, r.0))));
-            out.push(bins.series(SPANS, row.iter().enumerate().map(|(b, r)| at(b, r.1))));
+            if self.volumes {
+                out.push(bins.series(SPANS, row.iter().enumerate().map(|(b, r)| at(b, r.0))));
+            }
+            out.push(bins.series(SPANS, row.iter().map(|r| (r.0 > 0.0).then(|| r.1 / r.0))));
             out.push(bins.series(SPANS, row.iter().map(|r| (r.0 > 0.0).then(|| r.2 / r.0))));
         }
         out
@@ -267,8 +279,10 @@ impl OnsetDetector {
         let mut out = Vec::new();
         for row in per.values() {
             let at = |b: usize, v: f64| covered[b].then_some(v);
-            out.push(bins.series(LOGS, row.iter().enumerate().map(|(b, r)| at(b, r.0))));
-            out.push(bins.series(LOGS, row.iter().enumerate().map(|(b, r)| at(b, r.1))));
+            if self.volumes {
+                out.push(bins.series(LOGS, row.iter().enumerate().map(|(b, r)| at(b, r.0))));
+            }
+            out.push(bins.series(LOGS, row.iter().map(|r| (r.0 > 0.0).then(|| r.1 / r.0))));
         }
         out
     }
