@@ -33,24 +33,80 @@ pub struct FaultRule {
 }
 
 impl Default for FaultTaxonomy {
-    /// Generic types: a CPU KPI that moved most of all the component's metrics (by at least
-    /// 10) -> `cpu_saturation`; new or growing error-level log lines -> `error_response` (the
-    /// code noticed a wrong value and said so); normal log lines, calls or operations that
-    /// vanished without errors -> `execution_cut_short`; slower spans or call gaps with
-    /// nothing else -> `latency`.
+    /// Generic types, as fault-injection benchmarks and incident reviews name them, tried in
+    /// this order:
+    /// - resources, each when its KPI moved most of all the component's metrics (by at least
+    ///   10, or 3 for counters of restarts and OOM kills, which do not move at all in normal
+    ///   operation): `restarts` (restart, crash and OOM-kill counters), `packet_loss`
+    ///   (dropped packets, retransmissions, interface errors), `cpu_saturation`,
+    ///   `memory_pressure` (memory in use, resident set, working set, heap: a leak or
+    ///   pressure), `disk_io` (disk and file-system reads, writes, I/O time, I/O wait). KPIs
+    ///   are matched by what they measure, in the words common exporters use
+    ///   (`container_cpu_usage_seconds_total`, `CpuUsage(m)`, `process_resident_memory_bytes`,
+    ///   `node_disk_io_time_seconds_total`, `kube_pod_container_status_restarts_total`);
+    /// - `error_response`: new or growing error-level log lines (the code noticed and said
+    ///   so);
+    /// - `execution_cut_short`: normal log lines, calls or operations that vanished without
+    ///   errors, or requests that took another path (a wrong result, a swallowed exception);
+    /// - `network_delay`: calls whose client-server gap grew (the time is spent between the
+    ///   two);
+    /// - `latency`: slower spans with nothing else.
     fn default() -> Self {
-        FaultTaxonomy::with_labels([
+        let rule = |label: &str, kinds: &[&str], min_score: f64| FaultRule {
+            label: label.to_string(),
+            kinds: kinds
+                .iter()
+                .map(|k| format!("metric_shift:*{k}*"))
+                .collect(),
+            min_score,
+            dominates_metrics: true,
+        };
+        let behaviour = FaultTaxonomy::with_labels([
             "cpu_saturation",
             "error_response",
             "execution_cut_short",
             "latency",
-        ])
+        ]);
+        let mut rules = vec![
+            rule("restarts", &["restart", "crash", "oom"], 3.0),
+            rule(
+                "packet_loss",
+                &["drop", "retrans", "loss", "errs"],
+                RESOURCE_MIN,
+            ),
+        ];
+        rules.push(behaviour.rules[0].clone());
+        rules.push(rule(
+            "memory_pressure",
+            &["mem", "rss", "working_set", "heap"],
+            RESOURCE_MIN,
+        ));
+        rules.push(rule(
+            "disk_io",
+            &["disk", "fs_", "blkio", "iops", "io_time", "iowait"],
+            RESOURCE_MIN,
+        ));
+        rules.push(behaviour.rules[1].clone());
+        rules.push(behaviour.rules[2].clone());
+        rules.push(FaultRule {
+            label: "network_delay".into(),
+            kinds: vec!["call_gap:*".into()],
+            min_score: 0.0,
+            dominates_metrics: false,
+        });
+        rules.push(behaviour.rules[3].clone());
+        FaultTaxonomy { rules }
     }
 }
 
+/// How far a resource KPI must move (its metric score) to name a resource fault.
+const RESOURCE_MIN: f64 = 10.0;
+
 impl FaultTaxonomy {
-    /// The default rules with other labels, in the default's order (CPU saturation, error
-    /// responses, execution cut short, latency).
+    /// The four behavioural rules with other labels, in this order: CPU saturation (a CPU
+    /// KPI that moved most of all the component's metrics, by at least 10), error responses,
+    /// execution cut short, latency (slower spans, call gaps, blame). A host whose benchmark
+    /// names four types uses it; [`FaultTaxonomy::default`] names more.
     pub fn with_labels(labels: [&str; 4]) -> Self {
         let rule =
             |label: &str, kinds: &[&str], min_score: f64, dominates_metrics: bool| FaultRule {
@@ -61,7 +117,7 @@ impl FaultTaxonomy {
             };
         FaultTaxonomy {
             rules: vec![
-                rule(labels[0], &["metric_shift:*cpu*"], 10.0, true),
+                rule(labels[0], &["metric_shift:*cpu*"], RESOURCE_MIN, true),
                 rule(
                     labels[1],
                     &[
@@ -205,9 +261,64 @@ mod tests {
         assert_eq!(of(&err).as_deref(), Some("error_response"));
         let cut = [ev("transition:fell", 4.0), ev("blame", 9.0)];
         assert_eq!(of(&cut).as_deref(), Some("execution_cut_short"));
-        let slow = [ev("call_gap:b", 4.0)];
+        let gap = [ev("call_gap:b", 4.0)];
+        assert_eq!(of(&gap).as_deref(), Some("network_delay"));
+        let slow = [ev("latency:/pay", 4.0), ev("blame", 9.0)];
         assert_eq!(of(&slow).as_deref(), Some("latency"));
         assert_eq!(fault_type(&[]), None);
+    }
+
+    #[test]
+    fn resources_are_told_apart_by_what_moved_most_in_exporters_words() {
+        let t = FaultTaxonomy::default();
+        assert!(t.problems().is_empty());
+        let of = |e: &[Evidence]| {
+            t.classify(&e.iter().collect::<Vec<_>>())
+                .map(str::to_string)
+        };
+        for (kpi, label) in [
+            ("container_memory_working_set_bytes", "memory_pressure"),
+            ("process_resident_memory_bytes", "memory_pressure"),
+            ("MemoryUsage(Mi)", "memory_pressure"),
+            ("jvm_memory_heap_used", "memory_pressure"),
+            ("node_disk_io_time_seconds_total", "disk_io"),
+            ("container_fs_writes_bytes_total", "disk_io"),
+            (
+                "container_network_receive_packets_dropped_total",
+                "packet_loss",
+            ),
+            ("node_netstat_Tcp_RetransSegs", "packet_loss"),
+            ("kube_pod_container_status_restarts_total", "restarts"),
+            ("container_oom_events_total", "restarts"),
+            ("container_cpu_usage_seconds_total", "cpu_saturation"),
+            ("CpuUsage(m)", "cpu_saturation"),
+        ] {
+            // The resource moved most; a symptom moved too, less.
+            let e = [
+                ev(&format!("metric_shift:{kpi}"), 40.0),
+                ev("metric_shift:PodServerLatencyP90(s)", 8.0),
+                ev("transition:fell", 6.0),
+            ];
+            assert_eq!(of(&e).as_deref(), Some(label), "{kpi}");
+        }
+        // Memory grew, but CPU moved most: CPU saturation.
+        let both = [
+            ev("metric_shift:container_memory_rss", 20.0),
+            ev("metric_shift:container_cpu_usage_seconds_total", 60.0),
+        ];
+        assert_eq!(of(&both).as_deref(), Some("cpu_saturation"));
+        // A restart counter that moved a little, below a stronger log change: the log
+        // change names it; alone, it is a restart.
+        let restart = [
+            ev("metric_shift:kube_pod_container_status_restarts_total", 4.0),
+            ev("transition:grew:error", 9.0),
+        ];
+        assert_eq!(of(&restart).as_deref(), Some("restarts"));
+        let weak = [ev(
+            "metric_shift:kube_pod_container_status_restarts_total",
+            2.0,
+        )];
+        assert_eq!(of(&weak), None);
     }
 
     #[test]

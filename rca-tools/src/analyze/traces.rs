@@ -300,10 +300,16 @@ impl TraceAnalyzer {
             if let Some(p) = parent_of[i] {
                 let parent = spans[p];
                 if parent.component != s.component {
-                    let gap = parent.duration_us.saturating_sub(s.duration_us) as f64;
-                    gaps.entry((parent.component.as_str(), s.component.as_str()))
-                        .or_default()
-                        .push(cur, gap, s.start);
+                    // The gap between client and server is judged only under a client span
+                    // (one child, in another component): under a server span, the parent's
+                    // duration also holds its own work and its other calls, so a slow
+                    // callee would make every sibling's "gap" grow.
+                    if is_client[p] {
+                        let gap = parent.duration_us.saturating_sub(s.duration_us) as f64;
+                        gaps.entry((parent.component.as_str(), s.component.as_str()))
+                            .or_default()
+                            .push(cur, gap, s.start);
+                    }
                     let call = events
                         .entry(parent.component.as_str())
                         .or_default()
@@ -765,6 +771,29 @@ mod tests {
         };
         assert!(score(&once, "db") > 0.0);
         assert!((score(&once, "db") - score(&many, "db")).abs() < 1e-9 * score(&once, "db"));
+    }
+
+    #[test]
+    fn without_client_spans_no_sibling_is_blamed_for_a_gap() {
+        // front calls mid and other straight from its server span (no client spans); mid
+        // slows down. Nothing can be said of the gap to other, which did not change.
+        let mut v = Vec::new();
+        for i in 0..40 {
+            let slow = if i >= 20 { 40_000 } else { 0 };
+            let jitter = (i % 4) as u64 * 100;
+            let t = i as i64;
+            v.push(span(i, "a", None, "front", t, 20_000 + slow + jitter));
+            v.push(span(i, "b", Some("a"), "mid", t, 8_000 + slow + jitter));
+            v.push(span(i, "d", Some("a"), "other", t, 3_000 + jitter));
+        }
+        let f = TraceAnalyzer::default().analyze(&v, &window());
+        assert!(
+            f.iter()
+                .all(|x| !matches!(x.signal, Signal::CallGap { .. })),
+            "{f:?}"
+        );
+        assert!(f.iter().all(|x| x.component != "other"), "{f:?}");
+        assert!(f.iter().any(|x| x.component == "mid"), "{f:?}");
     }
 
     #[test]
