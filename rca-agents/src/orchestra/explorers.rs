@@ -85,6 +85,7 @@ pub struct TelemetryExplorer {
     telemetry: Telemetry,
     windows: WindowPolicy,
     spans: Option<(Arc<dyn TraceSource>, EventAnalyzer)>,
+    alarms: Option<Arc<dyn MetricSource>>,
     /// How many findings per component (strongest first) become evidence: a cap per
     /// component, so a component with many findings cannot push another's out of the
     /// ranking.
@@ -113,6 +114,7 @@ impl TelemetryExplorer {
             telemetry,
             windows,
             spans: None,
+            alarms: None,
             max_evidence: 10,
         }
     }
@@ -122,6 +124,14 @@ impl TelemetryExplorer {
     /// and calls its spans stopped (or started) showing. Other explorers ignore it.
     pub fn with_spans(mut self, spans: Arc<dyn TraceSource>, analyzer: EventAnalyzer) -> Self {
         self.spans = Some((spans, analyzer));
+        self
+    }
+
+    /// With [`with_spans`](Self::with_spans): the components' metric alarms join the span
+    /// events ([`EventAnalyzer::analyze_with_alarms`]), so a resource fault shows as a new
+    /// pattern on the spans of the component it hit (that finding is metrics evidence).
+    pub fn with_alarms(mut self, metrics: Arc<dyn MetricSource>) -> Self {
+        self.alarms = Some(metrics);
         self
     }
 
@@ -155,7 +165,15 @@ impl TelemetryExplorer {
                     ),
                     None => None,
                 };
-                Fetched::Logs(records, spans)
+                let alarms = match (&self.alarms, &spans) {
+                    (Some(metrics), Some(_)) => {
+                        collect_records(metrics.samples(&MetricQuery::range(range)).await)
+                            .await
+                            .map_err(fail)?
+                    }
+                    _ => Vec::new(),
+                };
+                Fetched::Logs(records, spans, alarms)
             }
         })
     }
@@ -183,16 +201,17 @@ impl TelemetryExplorer {
                 a.min_z = loosen(a.min_z);
                 a.analyze(spans, window)
             }
-            (Telemetry::Logs(_, analyzer), Fetched::Logs(records, spans)) => {
+            (Telemetry::Logs(_, analyzer), Fetched::Logs(records, spans, alarms)) => {
                 let mut a = analyzer.clone();
                 a.min_z = loosen(a.min_z);
                 let mut findings = a.analyze(records, window);
                 if let (Some((_, events)), Some(spans)) = (&self.spans, spans) {
                     let mut e = events.clone();
                     e.min_z = loosen(e.min_z);
-                    findings.extend(e.analyze(
+                    findings.extend(e.analyze_with_alarms(
                         records,
                         spans,
+                        alarms,
                         window,
                         &rca_tools::analyze::logs::simple_template,
                     ));
@@ -211,6 +230,7 @@ enum Fetched {
     Logs(
         Vec<rca_core::source::LogRecord>,
         Option<Vec<rca_core::source::Span>>,
+        Vec<rca_core::source::MetricSample>,
     ),
 }
 
@@ -219,7 +239,7 @@ impl Fetched {
         match self {
             Fetched::Metrics(v) => v.len(),
             Fetched::Traces(v) => v.len(),
-            Fetched::Logs(v, _) => v.len(),
+            Fetched::Logs(v, _, _) => v.len(),
         }
     }
 }

@@ -177,6 +177,9 @@ impl IncidentTelemetry {
             if has_spans {
                 // Log lines joined to their spans: what each operation's requests stopped
                 // doing.
+                // (Metric alarms as span events, `with_alarms`, are not joined by default: on
+                // the Nezha development day they added patterns at components the fault did
+                // not touch; see docs/arch/analyzers.md.)
                 logs = logs.with_spans(self.traces.clone(), EventAnalyzer::default());
             }
             explorers.push(Arc::new(logs));

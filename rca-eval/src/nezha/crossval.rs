@@ -102,6 +102,8 @@ fn describe(r: &Ranker) -> String {
 /// One held-out fold.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fold {
+    /// The fold's name: its number in time order, or the held-out fault type.
+    pub label: String,
     /// The held-out cases.
     pub cases: Vec<String>,
     /// The setting chosen on the other folds.
@@ -137,6 +139,55 @@ pub struct NezhaCrossValidation {
     pub in_sample_best: (String, f64, f64),
     /// Every setting's in-sample AS@1 and AS@3, in grid order.
     pub in_sample: Vec<(String, f64, f64)>,
+    /// Leave one fault type out: each true fault type's cases scored under the setting
+    /// chosen on the other types' cases (one fold per type, in name order).
+    pub by_type: Vec<Fold>,
+    /// AS@1 with every case scored under the setting chosen without its fault type.
+    pub by_type_as1: f64,
+    /// AS@3 likewise.
+    pub by_type_as3: f64,
+}
+
+/// Each fold scored under the setting chosen on the others: the folds, and AS@1 and AS@3
+/// over all cases so scored. `fold_of(j)` is case `j`'s fold, below `k`.
+fn score_folds(
+    results: &[Vec<CaseResult>],
+    grid: &[GridPoint],
+    fold_of: &dyn Fn(usize) -> usize,
+    labels: &[String],
+) -> (Vec<Fold>, f64, f64) {
+    let k = labels.len();
+    let n = results.first().map_or(0, Vec::len);
+    let mut folds = Vec::new();
+    let mut chosen_per_case: Vec<usize> = vec![0; n];
+    for f in 0..k {
+        let (i, training_as1) = choose(results, &|j| fold_of(j) != f);
+        let held: Vec<&CaseResult> = results[i]
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| fold_of(*j) == f)
+            .map(|(_, c)| c)
+            .collect();
+        for (j, slot) in chosen_per_case.iter_mut().enumerate() {
+            if fold_of(j) == f {
+                *slot = i;
+            }
+        }
+        folds.push(Fold {
+            label: labels[f].clone(),
+            cases: held.iter().map(|c| c.id.clone()).collect(),
+            chosen: grid[i].name.clone(),
+            training_as1,
+            held_out_as1: share(&held, 1),
+            held_out_as3: share(&held, 3),
+        });
+    }
+    let scored: Vec<&CaseResult> = chosen_per_case
+        .iter()
+        .enumerate()
+        .map(|(j, &i)| &results[i][j])
+        .collect();
+    (folds, share(&scored, 1), share(&scored, 3))
 }
 
 fn share(cases: &[&CaseResult], k: usize) -> f64 {
@@ -191,35 +242,25 @@ pub fn cross_validate(
             "--cross-validate needs between 2 and {n} folds (the number of cases), not {k}"
         )));
     }
-    let fold_of = |j: usize| j * k / n;
-    let mut folds = Vec::new();
-    let mut chosen_per_case: Vec<usize> = vec![0; n];
-    for f in 0..k {
-        let (i, training_as1) = choose(&results, &|j| fold_of(j) != f);
-        let held: Vec<&CaseResult> = results[i]
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| fold_of(*j) == f)
-            .map(|(_, c)| c)
-            .collect();
-        for (j, slot) in chosen_per_case.iter_mut().enumerate() {
-            if fold_of(j) == f {
-                *slot = i;
-            }
-        }
-        folds.push(Fold {
-            cases: held.iter().map(|c| c.id.clone()).collect(),
-            chosen: grid[i].name.clone(),
-            training_as1,
-            held_out_as1: share(&held, 1),
-            held_out_as3: share(&held, 3),
-        });
-    }
-    let scored: Vec<&CaseResult> = chosen_per_case
+    let (folds, cross_validated_as1, cross_validated_as3) = score_folds(
+        &results,
+        grid,
+        &|j| j * k / n,
+        &(1..=k).map(|f| f.to_string()).collect::<Vec<_>>(),
+    );
+    let mut types: Vec<&str> = results[0].iter().map(|c| c.truth_type.as_str()).collect();
+    types.sort_unstable();
+    types.dedup();
+    let type_of: Vec<usize> = results[0]
         .iter()
-        .enumerate()
-        .map(|(j, &i)| &results[i][j])
+        .map(|c| types.iter().position(|t| *t == c.truth_type).unwrap_or(0))
         .collect();
+    let (by_type, by_type_as1, by_type_as3) = if types.len() >= 2 {
+        let labels: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+        score_folds(&results, grid, &|j| type_of[j], &labels)
+    } else {
+        (Vec::new(), 0.0, 0.0)
+    };
     let default: Vec<&CaseResult> = results[0].iter().collect();
     let (best, _) = choose(&results, &|_| true);
     let in_sample = grid
@@ -236,8 +277,11 @@ pub fn cross_validate(
         settings: grid.len(),
         cases: n,
         folds,
-        cross_validated_as1: share(&scored, 1),
-        cross_validated_as3: share(&scored, 3),
+        cross_validated_as1,
+        cross_validated_as3,
+        by_type,
+        by_type_as1,
+        by_type_as3,
         default_as1: share(&default, 1),
         default_as3: share(&default, 3),
         in_sample_best: (
@@ -272,16 +316,36 @@ impl NezhaCrossValidation {
             self.cross_validated_as1,
             self.cross_validated_as3,
         );
-        for (i, f) in self.folds.iter().enumerate() {
+        for f in &self.folds {
             out.push_str(&format!(
                 "| {} | {} | `{}` | {:.3} | {:.3} | {:.3} |\n",
-                i + 1,
+                f.label,
                 f.cases.len(),
                 f.chosen,
                 f.training_as1,
                 f.held_out_as1,
                 f.held_out_as3
             ));
+        }
+        if !self.by_type.is_empty() {
+            out.push_str(&format!(
+                "\nLeave one fault type out (each type's cases scored under the setting chosen on \
+                 the other types'): AS@1 {:.3}, AS@3 {:.3}.\n\n\
+                 | held-out type | cases | chosen on the other types | AS@1 there | AS@1 held out | AS@3 held out |\n\
+                 |---|---|---|---|---|---|\n",
+                self.by_type_as1, self.by_type_as3
+            ));
+            for f in &self.by_type {
+                out.push_str(&format!(
+                    "| {} | {} | `{}` | {:.3} | {:.3} | {:.3} |\n",
+                    f.label,
+                    f.cases.len(),
+                    f.chosen,
+                    f.training_as1,
+                    f.held_out_as1,
+                    f.held_out_as3
+                ));
+            }
         }
         let (lo, hi) = self
             .in_sample
@@ -345,5 +409,48 @@ mod tests {
         assert_eq!(choose(&runs, &|_| true), (1, 0.5));
         // On case 0 alone all tie: the default wins.
         assert_eq!(choose(&runs, &|j| j == 0).0, 0);
+    }
+
+    #[test]
+    fn leaving_a_fault_type_out_scores_it_with_a_setting_chosen_on_the_others() {
+        let typed = |id: usize, ty: &str, rank: Option<usize>| CaseResult {
+            truth_type: ty.into(),
+            ..case(id, rank)
+        };
+        // Setting 0 finds type a, setting 1 finds type b (and one more a than 0 finds b).
+        let runs = vec![
+            vec![
+                typed(0, "a", Some(1)),
+                typed(1, "a", Some(1)),
+                typed(2, "b", Some(5)),
+                typed(3, "b", Some(5)),
+            ],
+            vec![
+                typed(0, "a", Some(5)),
+                typed(1, "a", Some(5)),
+                typed(2, "b", Some(1)),
+                typed(3, "b", Some(1)),
+            ],
+        ];
+        let grid: Vec<GridPoint> = ["zero", "one"]
+            .iter()
+            .map(|n| GridPoint {
+                name: n.to_string(),
+                config: PipelineConfig::default(),
+            })
+            .collect();
+        let types = ["a", "b"];
+        let (folds, as1, _) = score_folds(
+            &runs,
+            &grid,
+            &|j| usize::from(runs[0][j].truth_type == types[1]),
+            &types.map(String::from),
+        );
+        // Each type is scored under the setting the other type prefers: nothing is found.
+        assert_eq!(as1, 0.0);
+        assert_eq!(folds[0].label, "a");
+        assert_eq!(folds[0].chosen, "one");
+        assert_eq!(folds[1].chosen, "zero");
+        assert_eq!(folds[0].cases, ["d/00", "d/01"]);
     }
 }

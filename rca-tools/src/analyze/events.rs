@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use rca_core::source::{Level, LogRecord, Span};
+use rca_core::source::{Level, LogRecord, MetricSample, Span};
 use rca_core::{Modality, Timestamp};
 
 use super::effect::{BASELINE_CHUNKS, ShareChange, ShareSpread};
@@ -47,6 +47,15 @@ pub struct EventAnalyzer {
     pub min_events: usize,
     /// Lines at or above this level are error events.
     pub error_level: Level,
+    /// A KPI of a span's component this far from its baseline (robust z) when the span
+    /// starts puts an alarm event right after the span's start: a resource fault then shows
+    /// as a new pattern on the spans of the component it hit.
+    pub alarm_z: f64,
+    /// KPIs whose name holds one of these words (case-insensitive) raise no alarm: they
+    /// measure symptoms (latency, traffic) that move at every caller of a slow component,
+    /// not the resources of the component itself ([`super::metrics::MetricAnalyzer`]'s
+    /// symptom words by default).
+    pub alarm_skip: Vec<String>,
     /// A transition into an error line that grew scores this many times its effect (one
     /// that fell scores its effect divided by it): new errors are stronger evidence than
     /// vanished ones.
@@ -59,6 +68,8 @@ impl Default for EventAnalyzer {
             min_z: 3.0,
             min_significance: 2.33,
             min_events: 5,
+            alarm_z: 4.0,
+            alarm_skip: super::metrics::MetricAnalyzer::default().symptom_words,
             error_level: Level::Error,
             error_weight: 2.0,
         }
@@ -71,6 +82,11 @@ enum Step {
     Start(String),
     Log(String),
     Return(String),
+    Alarm(String),
+    /// No alarm as a span starts (the other outcome of [`Step::AlarmCheck`]).
+    Calm,
+    /// A span starts: the source of its alarm outcome, apart from the span's own sequence.
+    AlarmCheck(String),
     End(String),
 }
 
@@ -87,6 +103,9 @@ impl Event {
             Step::Start(op) => format!("start of {op}"),
             Step::Log(tpl) => format!("log line \"{tpl}\""),
             Step::Return(op) => format!("return from {} {op}", self.component),
+            Step::Alarm(kpi) => format!("alarm on {kpi}"),
+            Step::Calm => "no alarm".to_string(),
+            Step::AlarmCheck(op) => format!("start of {op}"),
             Step::End(op) => format!("end of {op}"),
         }
     }
@@ -122,6 +141,23 @@ impl EventAnalyzer {
         &self,
         records: &[LogRecord],
         spans: &[Span],
+        window: &Window,
+        template: &dyn Fn(&str) -> String,
+    ) -> Vec<Finding> {
+        self.analyze_with_alarms(records, spans, &[], window, template)
+    }
+
+    /// As [`analyze`](Self::analyze), with the components' metric alarms as events: when a
+    /// KPI of a span's component lies [`alarm_z`](Self::alarm_z) or further from its
+    /// baseline as the span starts, the most extreme such KPI becomes an event right after
+    /// the start (Nezha's alarms). A finding's modality is that of the event whose share
+    /// moved: a log line (logs), an alarm (metrics), a call, a return or a span's end
+    /// (traces).
+    pub fn analyze_with_alarms(
+        &self,
+        records: &[LogRecord],
+        spans: &[Span],
+        metrics: &[MetricSample],
         window: &Window,
         template: &dyn Fn(&str) -> String,
     ) -> Vec<Finding> {
@@ -174,6 +210,30 @@ impl EventAnalyzer {
             );
             middle[i].push((r.timestamp, id));
         }
+        // Alarms are a side pattern of each span's start (start -> alarm or no alarm), apart
+        // from its sequence, so an alarm does not break the transitions of what it does.
+        let alarms = alarms(metrics, window, self.alarm_z, &self.alarm_skip);
+        let mut alarm_of: Vec<Option<usize>> = vec![None; spans.len()];
+        if !alarms.is_empty() {
+            for (i, s) in spans.iter().enumerate() {
+                if !alarms.contains_key(s.component.as_str()) {
+                    continue;
+                }
+                let kpi = alarms.get(s.component.as_str()).and_then(|v| {
+                    v.iter()
+                        .filter(|a| a.from <= s.start && s.start < a.to)
+                        .max_by(|a, b| a.z.abs().total_cmp(&b.z.abs()))
+                });
+                let step = kpi.map_or(Step::Calm, |a| Step::Alarm(a.label.clone()));
+                alarm_of[i] = Some(interner.id(
+                    Event {
+                        component: s.component.clone(),
+                        step,
+                    },
+                    false,
+                ));
+            }
+        }
         // Per (event, next event): [baseline, current] counts; per event, its baseline
         // occurrences (span start, next event) for the baseline's own spread.
         let mut pairs: HashMap<(usize, usize), Counts> = HashMap::new();
@@ -198,6 +258,23 @@ impl EventAnalyzer {
                 },
                 false,
             );
+            if let Some(outcome) = alarm_of[i] {
+                let check = interner.id(
+                    Event {
+                        component: s.component.clone(),
+                        step: Step::AlarmCheck(names[i].clone()),
+                    },
+                    false,
+                );
+                pairs.entry((check, outcome)).or_default()[part] += 1;
+                sources.entry(check).or_default()[part] += 1;
+                if part == 1 {
+                    first_seen.entry((check, outcome)).or_insert(s.start);
+                    occurrences.push((i, check, outcome));
+                } else {
+                    history.entry(check).or_default().push((s.start, outcome));
+                }
+            }
             let mut steps = std::mem::take(&mut middle[i]);
             steps.sort_by_key(|(t, _)| *t);
             let seq = std::iter::once(start)
@@ -255,8 +332,13 @@ impl EventAnalyzer {
             let (after, next) = (from.describe(), to.describe());
             let component = from.component.clone();
             out_pairs.push(((a, b), grew));
+            let modality = match to.step {
+                Step::Log(_) => Modality::Logs,
+                Step::Alarm(_) | Step::Calm => Modality::Metrics,
+                _ => Modality::Traces,
+            };
             out.push(Finding {
-                modality: Modality::Logs,
+                modality,
                 observed_at: first_seen
                     .get(&(a, b))
                     .copied()
@@ -302,6 +384,76 @@ impl EventAnalyzer {
 /// The least number of changed requests in which a callee must have changed too for a finding
 /// to count as relayed.
 const MIN_RELAYED: usize = 3;
+
+/// A stretch of time in which one KPI of a component lay far from its baseline.
+struct Alarm {
+    from: Timestamp,
+    to: Timestamp,
+    label: String,
+    z: f64,
+}
+
+/// Every alarm of every component in the windows: per (component, KPI) not named by a word of
+/// `skip`, with at least five
+/// baseline samples, each sample `alarm_z` or more robust units from the baseline median
+/// (units floored by 5% of the median and the series' resolution) raises an alarm until the
+/// next sample (or as long as the series' median sampling gap).
+fn alarms<'a>(
+    metrics: &'a [MetricSample],
+    window: &Window,
+    alarm_z: f64,
+    skip: &[String],
+) -> HashMap<&'a str, Vec<Alarm>> {
+    let mut series: HashMap<(&str, &str), Vec<(Timestamp, f64)>> = HashMap::new();
+    for m in metrics {
+        if m.value.is_finite()
+            && (window.baseline.contains(m.timestamp) || window.current.contains(m.timestamp))
+        {
+            series
+                .entry((m.component.as_str(), m.metric.as_str()))
+                .or_default()
+                .push((m.timestamp, m.value));
+        }
+    }
+    let mut out: HashMap<&str, Vec<Alarm>> = HashMap::new();
+    for ((component, kpi), mut points) in series {
+        let lower = kpi.to_ascii_lowercase();
+        if skip.iter().any(|w| lower.contains(&w.to_ascii_lowercase())) {
+            continue;
+        }
+        points.sort_by_key(|p| p.0);
+        let base: Vec<f64> = points
+            .iter()
+            .filter(|p| window.baseline.contains(p.0))
+            .map(|p| p.1)
+            .collect();
+        if base.len() < 5 {
+            continue;
+        }
+        let values: Vec<f64> = points.iter().map(|p| p.1).collect();
+        let quantum = super::stats::resolution(&values) / 12f64.sqrt();
+        let rb = super::stats::RobustBaseline::new(&base, 0.05, quantum.max(1e-9));
+        let gaps: Vec<f64> = points
+            .windows(2)
+            .map(|w| (w[1].0.millis() - w[0].0.millis()) as f64)
+            .collect();
+        let typical = super::stats::median(&gaps).max(1.0) as i64;
+        for (k, (t, v)) in points.iter().enumerate() {
+            let z = rb.z(*v);
+            if z.abs() < alarm_z {
+                continue;
+            }
+            let to = points.get(k + 1).map_or(t.offset_millis(typical), |n| n.0);
+            out.entry(component).or_default().push(Alarm {
+                from: *t,
+                to,
+                label: format!("{kpi} {}", if z > 0.0 { "high" } else { "low" }),
+                z,
+            });
+        }
+    }
+    out
+}
 
 /// The share of its score a relayed finding keeps for the component that relays it; the rest
 /// is credited to the component where the change began.
@@ -640,6 +792,48 @@ mod tests {
             f.iter().all(|x| !x.summary.contains("began in c")),
             "{:#?}",
             f.iter().map(|x| &x.summary).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_resource_alarm_becomes_a_new_pattern_on_the_component_it_hit() {
+        // Nothing in the spans or logs changes; db's CPU is far above its baseline in the
+        // current window.
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        for i in 0..80 {
+            spans.push(span(i, "a", None, "front", "GET", 0));
+            spans.push(span(i, "b", Some("a"), "db", "insert", 1));
+            logs.push(line(i, "b", "db", Level::Info, "row stored", 2));
+        }
+        let metrics: Vec<MetricSample> = (0..80)
+            .flat_map(|t| {
+                ["front", "db"].into_iter().map(move |c| MetricSample {
+                    timestamp: Timestamp(t * 1000),
+                    component: c.into(),
+                    metric: "cpu_usage".into(),
+                    value: if c == "db" && t >= 40 {
+                        95.0
+                    } else {
+                        10.0 + (t % 3) as f64
+                    },
+                    labels: Default::default(),
+                })
+            })
+            .collect();
+        let f =
+            analyzer().analyze_with_alarms(&logs, &spans, &metrics, &window(), &simple_template);
+        assert!(
+            f.iter().any(|x| x.component == "db"
+                && x.modality == Modality::Metrics
+                && matches!(&x.signal, Signal::Transition { next, grew: true, .. }
+                    if next == "alarm on cpu_usage high")),
+            "{f:#?}"
+        );
+        assert!(f.iter().all(|x| x.component == "db"), "{f:#?}");
+        assert!(
+            analyzer()
+                .analyze(&logs, &spans, &window(), &simple_template)
+                .is_empty()
         );
     }
 
