@@ -30,6 +30,10 @@ pub enum BenchCommand {
     /// Text self-consistency on a real model: how often the aggregated answer differs from
     /// the single greedy answer, and what the samples cost.
     Sc(ScArgs),
+    /// Diagnosis at volume: the bundled incident replicated to more traffic and a large
+    /// synthetic incident, each in a process of its own: time, peak memory, records per
+    /// second and the top three candidates.
+    Scale(crate::bench_scale::ScaleArgs),
 }
 
 /// Arguments of `rca bench sc`.
@@ -253,6 +257,11 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Agents(args) => crate::bench_agents::run(args).await,
         BenchCommand::Obsk(args) => obsk(args).await,
         BenchCommand::Sc(args) => sc(args).await,
+        BenchCommand::Scale(args) => {
+            tokio::task::spawn_blocking(move || crate::bench_scale::run(args))
+                .await
+                .map_err(|e| anyhow::anyhow!("the scale benchmark stopped: {e}"))?
+        }
     }
 }
 

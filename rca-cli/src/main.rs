@@ -4,6 +4,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench_agents;
+mod bench_scale;
 mod bench_stability;
 #[cfg(feature = "ballista")]
 mod cluster_cmd;

@@ -12,6 +12,7 @@ pub mod model_runs;
 pub mod nezha;
 pub mod openrca;
 pub mod sc_bench;
+pub mod scale;
 pub mod snapshot_keys;
 pub mod stability;
 pub mod text;

@@ -241,7 +241,7 @@ impl EventAnalyzer {
         let mut history: HashMap<usize, Vec<(Timestamp, usize)>> = HashMap::new();
         let mut first_seen: HashMap<(usize, usize), Timestamp> = HashMap::new();
         // The current window's transitions: (span, event, next event).
-        let mut occurrences: Vec<(usize, usize, usize)> = Vec::new();
+        let mut occurrences: Vec<(usize, usize, usize, Timestamp)> = Vec::new();
         for (i, s) in spans.iter().enumerate() {
             let part = usize::from(window.current.contains(s.start));
             let start = interner.id(
@@ -270,24 +270,24 @@ impl EventAnalyzer {
                 sources.entry(check).or_default()[part] += 1;
                 if part == 1 {
                     first_seen.entry((check, outcome)).or_insert(s.start);
-                    occurrences.push((i, check, outcome));
+                    occurrences.push((i, check, outcome, s.start));
                 } else {
                     history.entry(check).or_default().push((s.start, outcome));
                 }
             }
             let mut steps = std::mem::take(&mut middle[i]);
             steps.sort_by_key(|(t, _)| *t);
-            let seq = std::iter::once(start)
-                .chain(steps.into_iter().map(|(_, e)| e))
-                .chain(std::iter::once(end));
+            let seq = std::iter::once((s.start, start))
+                .chain(steps)
+                .chain(std::iter::once((span_end(s), end)));
             let mut prev: Option<usize> = None;
-            for e in seq {
+            for (t, e) in seq {
                 if let Some(a) = prev {
                     pairs.entry((a, e)).or_default()[part] += 1;
                     sources.entry(a).or_default()[part] += 1;
                     if part == 1 {
                         first_seen.entry((a, e)).or_insert(s.start);
-                        occurrences.push((i, a, e));
+                        occurrences.push((i, a, e, t));
                     } else {
                         history.entry(a).or_default().push((s.start, e));
                     }
@@ -500,11 +500,12 @@ impl Relay {
 /// whether or not the spans between were recorded). The origin is the component that changed
 /// in at least half of the finding's changed requests (at least [`MIN_RELAYED`] of them) and
 /// at least twice as often as in the requests where the finding's first event occurred
-/// without the change; of several, the one whose changed spans started latest (the deepest
-/// callee).
+/// without the change; of several, the one that changed first in time (along a chain of calls
+/// the deepest callee fails before its callers notice; of two callees the first called that
+/// failed is where the request went wrong).
 fn relayed(
     spans: &[&Span],
-    occurrences: &[(usize, usize, usize)],
+    occurrences: &[(usize, usize, usize, Timestamp)],
     pairs: &[((usize, usize), bool)],
     findings: &[Finding],
 ) -> Vec<Option<Relay>> {
@@ -525,14 +526,20 @@ fn relayed(
             a == pair.0 && b != pair.1
         }
     };
-    // Spans that show any finding's change, by trace.
-    let mut changed: HashMap<&str, Vec<usize>> = HashMap::new();
-    for &(i, a, b) in occurrences {
+    // The current occurrences of each first event: (span, next event).
+    let mut by_source: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    for &(i, a, b, _) in occurrences {
+        by_source.entry(a).or_default().push((i, b));
+    }
+    // Spans that show any finding's change, by trace, with when it first showed.
+    let mut changed: HashMap<&str, Vec<(usize, Timestamp)>> = HashMap::new();
+    for &(i, a, b, t) in occurrences {
         let any = grew.contains(&(a, b)) || fell.get(&a).is_some_and(|bs| !bs.contains(&b));
         if any {
             let v = changed.entry(spans[i].trace_id.as_str()).or_default();
-            if !v.contains(&i) {
-                v.push(i);
+            match v.iter_mut().find(|(j, _)| *j == i) {
+                Some((_, first)) => *first = (*first).min(t),
+                None => v.push((i, t)),
             }
         }
     }
@@ -541,10 +548,11 @@ fn relayed(
         .zip(findings)
         .map(|(&(pair, grew_pair), finding)| {
             let owner = finding.component.as_str();
-            let mut at: Vec<usize> = occurrences
+            let of_source = by_source.get(&pair.0).map_or(&[][..], Vec::as_slice);
+            let mut at: Vec<usize> = of_source
                 .iter()
-                .filter(|(_, a, b)| changed_by(*a, *b, pair, grew_pair))
-                .map(|(i, _, _)| *i)
+                .filter(|(_, b)| changed_by(pair.0, *b, pair, grew_pair))
+                .map(|(i, _)| *i)
                 .collect();
             at.sort_unstable();
             at.dedup();
@@ -552,21 +560,22 @@ fn relayed(
                 return None;
             }
             // The requests where the finding's first event occurred without its change.
-            let mut rest: Vec<usize> = occurrences
+            let mut rest: Vec<usize> = of_source
                 .iter()
-                .filter(|(i, a, _)| *a == pair.0 && at.binary_search(i).is_err())
-                .map(|(i, _, _)| *i)
+                .filter(|(i, _)| at.binary_search(i).is_err())
+                .map(|(i, _)| *i)
                 .collect();
             rest.sort_unstable();
             rest.dedup();
-            // component -> requests where it changed below the span, and its latest start
+            // component -> requests where it changed below the span, and the sum of how long
+            // after the span's start it changed (milliseconds)
             let below = |set: &[usize]| {
-                let mut counts: HashMap<&str, (usize, Timestamp)> = HashMap::new();
+                let mut counts: HashMap<&str, (usize, f64)> = HashMap::new();
                 for &i in set {
                     let s = spans[i];
                     let (from, to) = (s.start, span_end(s));
                     let mut seen: Vec<&str> = Vec::new();
-                    for &j in changed.get(s.trace_id.as_str()).into_iter().flatten() {
+                    for &(j, when) in changed.get(s.trace_id.as_str()).into_iter().flatten() {
                         let d = spans[j];
                         if d.component != s.component
                             && d.component != owner
@@ -575,9 +584,9 @@ fn relayed(
                             && !seen.contains(&d.component.as_str())
                         {
                             seen.push(d.component.as_str());
-                            let e = counts.entry(d.component.as_str()).or_insert((0, d.start));
+                            let e = counts.entry(d.component.as_str()).or_insert((0, 0.0));
                             e.0 += 1;
-                            e.1 = e.1.max(d.start);
+                            e.1 += (when.millis() - from.millis()) as f64;
                         }
                     }
                 }
@@ -595,7 +604,11 @@ fn relayed(
                     let p0 = (n0 as f64 + 1.0) / (rest.len() as f64 + 2.0);
                     *n >= MIN_RELAYED && p1 >= 0.5 && p1 >= 2.0 * p0
                 })
-                .max_by(|x, y| (x.1).1.cmp(&(y.1).1).then_with(|| y.0.cmp(x.0)))?;
+                // The first to change: the smallest mean delay after the span's start.
+                .min_by(|x, y| {
+                    let mean = |(n, sum): &(usize, f64)| sum / (*n).max(1) as f64;
+                    mean(&x.1).total_cmp(&mean(&y.1)).then_with(|| x.0.cmp(y.0))
+                })?;
             Some(Relay {
                 origin: origin.to_string(),
                 requests,
@@ -834,6 +847,53 @@ mod tests {
             analyzer()
                 .analyze(&logs, &spans, &window(), &simple_template)
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn of_two_callees_that_changed_the_first_to_change_is_the_origin() {
+        // front calls r, then p with what r returned. r fails in half the current requests;
+        // p then gets nothing to work on and says so; front reports the failure.
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        for i in 0..80 {
+            let failing = i >= 40 && i % 2 == 0;
+            let mut front = span(i, "f", None, "front", "handle", 0);
+            front.duration_us = 20_000;
+            let mut r = span(i, "r", Some("f"), "r", "lookup", 1);
+            r.duration_us = 3_000;
+            let mut p = span(i, "p", Some("f"), "p", "price", 6);
+            p.duration_us = 3_000;
+            spans.extend([front, r, p]);
+            let (rl, rm) = if failing {
+                (Level::Error, "lookup failed: no route")
+            } else {
+                (Level::Info, "route found")
+            };
+            logs.push(line(i, "r", "r", rl, rm, 2));
+            let pm = if failing {
+                "nothing to price"
+            } else {
+                "priced"
+            };
+            logs.push(line(i, "p", "p", Level::Info, pm, 7));
+            let fm = if failing {
+                "request failed"
+            } else {
+                "request served"
+            };
+            logs.push(line(i, "f", "front", Level::Info, fm, 15));
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        let credits: Vec<&str> = f
+            .iter()
+            .filter(|x| x.summary.starts_with("the change at"))
+            .map(|x| x.component.as_str())
+            .collect();
+        assert!(!credits.is_empty(), "{f:#?}");
+        assert!(credits.iter().all(|c| *c == "r"), "{credits:?}");
+        assert_eq!(
+            crate::analyze::rank::Ranker::multimodal().rank(&f)[0].component,
+            "r"
         );
     }
 
