@@ -255,77 +255,27 @@ fn the_trivial_onset_rule_loses_its_edge_on_spliced_cases() {
 /// copy can be in three, and then enters with its effect.)
 #[test]
 fn replicated_traffic_gives_the_same_ranking() {
-    use std::sync::Arc;
-
-    use rca_agents::orchestra::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
-    use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
+    use rca_eval::scale::{Telemetry, measure, replicate};
     use rca_tools::sources::incident::IncidentDir;
-    use rca_tools::sources::{FileLogSource, FileTraceSource};
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/incidents/trainticket-cpu");
     let inc = IncidentDir::open(&dir).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let run = |copies: usize| {
-        let mut logs = Vec::new();
-        let mut spans = Vec::new();
-        for k in 0..copies {
-            let tag = format!("-r{k}");
-            for r in inc.logs.records() {
-                let mut r = r.clone();
-                for key in [TRACE_ID, SPAN_ID] {
-                    if let Some(v) = r.attributes.get_mut(key) {
-                        v.push_str(&tag);
-                    }
-                }
-                logs.push(r);
-            }
-            for s in inc.traces.spans_all() {
-                let mut s = s.clone();
-                s.trace_id.push_str(&tag);
-                s.span_id.push_str(&tag);
-                if let Some(p) = s.parent_id.as_mut() {
-                    p.push_str(&tag);
-                }
-                spans.push(s);
-            }
-        }
-        logs.sort_by_key(|r| r.timestamp);
-        spans.sort_by_key(|s| s.start);
-        let cutoff = Some(inc.incident.detected_at);
-        let telemetry = IncidentTelemetry {
-            logs: Arc::new(FileLogSource::from_records(logs, cutoff)),
-            metrics: Arc::new(inc.metrics.clone()),
-            traces: Arc::new(FileTraceSource::from_spans(spans, cutoff)),
-            baseline: inc.baseline,
-        };
-        let pipeline = DiagnosisPipeline::over(
-            telemetry,
-            &inc.incident,
-            RoleModels::default(),
-            PipelineConfig::default(),
-        )
-        .unwrap();
-        let record = rt.block_on(pipeline.run(&inc.incident)).unwrap();
-        eprintln!("{copies} copies: onset {:?}", record.onset);
-        for c in record.report.candidates.iter().take(5) {
-            eprintln!("  {} {:.3}", c.component, c.score);
-        }
-        record.report.candidates
+    let t = Telemetry {
+        incident: inc.incident.clone(),
+        logs: inc.logs.records().to_vec(),
+        spans: inc.traces.spans_all().to_vec(),
+        metrics: inc.metrics.samples_all().to_vec(),
     };
-    let (once, thrice) = (run(1), run(3));
-    assert_eq!(once[0].component, thrice[0].component);
-    for (a, b) in once.iter().zip(&thrice).take(1) {
-        assert!(
-            (a.score - b.score).abs() <= 0.1 * a.score.abs(),
-            "{}: {} once, {} at three times the traffic",
-            a.component,
-            a.score,
-            b.score
-        );
-    }
+    let once = measure("bundled x1", replicate(&t, 1)).unwrap();
+    let thrice = measure("bundled x3", replicate(&t, 3)).unwrap();
+    eprintln!("{once:?}\n{thrice:?}");
+    assert_eq!(once.top[0].0, thrice.top[0].0);
+    let (a, b) = (once.top[0].1, thrice.top[0].1);
+    assert!(
+        (a - b).abs() <= 0.1 * a.abs(),
+        "{}: {a} once, {b} at three times the traffic",
+        once.top[0].0
+    );
 }
 
 /// Library code must not know the benchmark systems: no service names, no `ts-` prefix, no

@@ -693,13 +693,7 @@ impl Orchestrator {
                     if explorations >= self.config.max_explorations {
                         break;
                     }
-                    let conclusions: Vec<Conclusion> = short_term
-                        .read_from(0)
-                        .await
-                        .map_err(|e| OrchestraError::Memory(e.to_string()))?
-                        .into_iter()
-                        .map(|(_, c)| c)
-                        .collect();
+                    let conclusions = shared_conclusions(short_term).await?;
                     let past = self
                         .past_actions(explorer.name(), incident, &subgoal.goal)
                         .await;
@@ -843,13 +837,7 @@ impl Orchestrator {
                         events.push(RunEvent::Planned { plan: plan.clone() });
                         // A plan whose every exploration was already made, with the same
                         // shared conclusions, would find the same again: the run ends here.
-                        let conclusions: Vec<Conclusion> = short_term
-                            .read_from(0)
-                            .await
-                            .map_err(|e| OrchestraError::Memory(e.to_string()))?
-                            .into_iter()
-                            .map(|(_, c)| c)
-                            .collect();
+                        let conclusions = shared_conclusions(short_term).await?;
                         let mut all_made = !plan.subgoals.is_empty();
                         for subgoal in &plan.subgoals {
                             let Some(explorer) = self
@@ -906,6 +894,19 @@ impl Orchestrator {
             onset: incident.onset.map(|at| Onset::Known { at }),
         })
     }
+}
+
+/// Every conclusion published on the short-term memory so far.
+async fn shared_conclusions(
+    short_term: &dyn ShortTermMemory,
+) -> Result<Vec<Conclusion>, OrchestraError> {
+    Ok(short_term
+        .read_from(0)
+        .await
+        .map_err(|e| OrchestraError::Memory(e.to_string()))?
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect())
 }
 
 /// What decides an exploration's result besides the incident: the explorer, the escalation
