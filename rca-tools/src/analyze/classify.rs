@@ -48,7 +48,7 @@ impl Default for FaultTaxonomy {
     ///   so);
     /// - `execution_cut_short`: normal log lines, calls or operations that vanished without
     ///   errors, or requests that took another path (a wrong result, a swallowed exception);
-    /// - `network_delay`: calls whose client-server gap grew (the time is spent between the
+    /// - `slow_network`: calls whose client-server gap grew (the time is spent between the
     ///   two);
     /// - `latency`: slower spans with nothing else.
     fn default() -> Self {
@@ -89,7 +89,7 @@ impl Default for FaultTaxonomy {
         rules.push(behaviour.rules[1].clone());
         rules.push(behaviour.rules[2].clone());
         rules.push(FaultRule {
-            label: "network_delay".into(),
+            label: "slow_network".into(),
             kinds: vec!["call_gap:*".into()],
             min_score: 0.0,
             dominates_metrics: false,
@@ -262,7 +262,7 @@ mod tests {
         let cut = [ev("transition:fell", 4.0), ev("blame", 9.0)];
         assert_eq!(of(&cut).as_deref(), Some("execution_cut_short"));
         let gap = [ev("call_gap:b", 4.0)];
-        assert_eq!(of(&gap).as_deref(), Some("network_delay"));
+        assert_eq!(of(&gap).as_deref(), Some("slow_network"));
         let slow = [ev("latency:/pay", 4.0), ev("blame", 9.0)];
         assert_eq!(of(&slow).as_deref(), Some("latency"));
         assert_eq!(fault_type(&[]), None);
