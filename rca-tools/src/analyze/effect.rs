@@ -18,8 +18,11 @@
 //!   magnitude, where ranks alone cannot reach significance), so no fixed least count is
 //!   needed.
 //!
-//! A barely significant change is trusted less: [`ShareChange::score`] scales the effect by
-//! the significance until it reaches [`FULL_CONFIDENCE`] times the reporting level.
+//! A change seen in few records is trusted less: a share's score is the lower confidence bound
+//! of its effect (`|h|` less the reporting level times its standard error, which the arcsine
+//! transform makes `sqrt(1/n1 + 1/n2)`), which approaches the effect itself as the records
+//! grow; a duration's effect is scaled by its significance until that reaches
+//! [`FULL_CONFIDENCE`] times the reporting level ([`confident`]).
 //!
 //! A share that wanders on its own (a branch that depends on the request's data, a changing
 //! request mix) is judged against its own wandering: [`ShareSpread`] cuts the baseline's
@@ -56,6 +59,9 @@ pub struct ShareChange {
     /// How far the change lies beyond chance, as a one-sided normal quantile (positive when
     /// the share grew, negative when it fell; 0 when the counts cannot tell).
     pub significance: f64,
+    /// The standard error of `effect`: `sqrt(1/n_baseline + 1/n_current)` (the arcsine
+    /// transform makes it independent of the shares).
+    pub standard_error: f64,
 }
 
 impl ShareChange {
@@ -80,16 +86,22 @@ impl ShareChange {
                 cur_trials.round() as u64,
             )
         };
+        let standard_error = if base_trials > 0.0 && cur_trials > 0.0 {
+            (1.0 / base_trials + 1.0 / cur_trials).sqrt()
+        } else {
+            f64::INFINITY
+        };
         ShareChange {
             before,
             after,
             effect,
             significance,
+            standard_error,
         }
     }
 
-    /// The effect in score units ([`SHARE_UNIT`]), signed, scaled down while the change is
-    /// less than [`FULL_CONFIDENCE`] times `level` significant (0 below `level`).
+    /// The effect in score units ([`SHARE_UNIT`]), signed, as its lower confidence bound at
+    /// `level` (see [`score_against`](Self::score_against)).
     pub fn score(&self, level: f64) -> f64 {
         self.score_against(0.0, level)
     }
@@ -97,12 +109,18 @@ impl ShareChange {
     /// As [`score`](Self::score), in units of `spread` (the baseline's own wandering of the
     /// share, on the effect's arcsine scale; see [`ShareSpread`]) when that exceeds
     /// [`SHARE_UNIT`].
+    ///
+    /// The effect counted is its lower confidence bound at `level`: `|h| - level x standard
+    /// error`, so a change seen in a handful of records counts for what it surely is, and
+    /// the same change in many records for nearly all of it (the bound approaches the effect
+    /// as the records grow). Below zero, or when the significance test does not reach
+    /// `level`, the score is 0.
     pub fn score_against(&self, spread: f64, level: f64) -> f64 {
-        confident(
-            self.effect / spread.max(SHARE_UNIT),
-            self.significance,
-            level,
-        )
+        if self.significance * self.effect.signum() < level.max(f64::MIN_POSITIVE) {
+            return 0.0;
+        }
+        let sure = (self.effect.abs() - level.max(0.0) * self.standard_error).max(0.0);
+        sure.copysign(self.effect) / spread.max(SHARE_UNIT)
     }
 }
 
@@ -396,12 +414,20 @@ mod tests {
             "{small:?}"
         );
         assert!(large.significance < -20.0, "{large:?}");
-        // At full confidence the score is the effect alone.
-        assert!((large.score(3.0) - large.effect / SHARE_UNIT).abs() < 1e-9);
-        assert!(small.score(3.0) == 0.0 || small.score(3.0).abs() < large.score(3.0).abs());
-        // Replication: ten times the records, the same score once significant.
+        // The score is the effect's lower confidence bound: nearly all of it in many records,
+        // much less in few.
+        let full = large.effect.abs() / SHARE_UNIT;
+        assert!(
+            (large.score(3.0).abs() - full).abs() < 0.1 * full,
+            "{}",
+            large.score(3.0)
+        );
+        assert!(small.score(3.0).abs() < 0.6 * large.score(3.0).abs());
+        // Replication: ten times the records, the score moves by less than a tenth.
         let x10 = ShareChange::new(9000.0, 10000.0, 1000.0, 10000.0);
-        assert_eq!(x10.score(3.0), large.score(3.0));
+        assert!((x10.score(3.0) - large.score(3.0)).abs() < 0.1 * large.score(3.0).abs());
+        // 340 of 340 against 6 of 6 scores nothing.
+        assert_eq!(ShareChange::new(340.0, 340.0, 6.0, 6.0).score(2.33), 0.0);
     }
 
     #[test]
