@@ -140,9 +140,9 @@ fn nezha_development_day_accuracy() {
 }
 
 /// AS@1, AS@3, AS@5 and fault-type accuracy floors under the alert protocol.
-const ALERT_FLOORS: [f64; 4] = [0.46, 0.60, 0.60, 0.46];
+const ALERT_FLOORS: [f64; 4] = [0.46, 0.57, 0.57, 0.42];
 /// ... and under the fault-time protocol.
-const FAULT_TIME_FLOORS: [f64; 4] = [0.57, 0.78, 0.85, 0.60];
+const FAULT_TIME_FLOORS: [f64; 4] = [0.60, 0.78, 0.78, 0.50];
 
 #[test]
 fn nezha_cases_follow_their_protocol_and_hold_nothing_after_detection() {
@@ -527,4 +527,4 @@ fn injected_network_delay_is_found() {
 }
 
 /// What the 200 ms row reaches (`rca eval nezha ... --network-delay`), minus a margin.
-const DELAY_200MS_AS1: f64 = 0.3;
+const DELAY_200MS_AS1: f64 = 0.14;
