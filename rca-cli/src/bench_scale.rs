@@ -61,8 +61,7 @@ fn run_one(args: &ScaleArgs, spec: &str) -> Result<()> {
         }
         "synthetic" => measure("synthetic", synthetic(n, 7)),
         _ => bail!("--one takes bundled:N or synthetic:N, not {spec}"),
-    }
-    .map_err(|e| anyhow::anyhow!(e))?;
+    }?;
     println!("{}", serde_json::to_string(&run)?);
     Ok(())
 }

@@ -204,8 +204,20 @@ impl ScaleRun {
     }
 }
 
+/// What went wrong measuring a run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScaleError {
+    /// The pipeline could not be built or run (the message says why).
+    #[error("diagnosis failed: {0}")]
+    Diagnosis(String),
+    /// No runtime could be started for the pipeline.
+    #[error("cannot start a runtime: {0}")]
+    Runtime(String),
+}
+
 /// Diagnoses `t` with the pipeline's defaults and measures the run.
-pub fn measure(label: &str, t: Telemetry) -> Result<ScaleRun, String> {
+pub fn measure(label: &str, t: Telemetry) -> Result<ScaleRun, ScaleError> {
     let (logs, spans, metrics) = (t.logs.len(), t.spans.len(), t.metrics.len());
     let started = Instant::now();
     let cutoff = Some(t.incident.detected_at);
@@ -221,14 +233,14 @@ pub fn measure(label: &str, t: Telemetry) -> Result<ScaleRun, String> {
         RoleModels::default(),
         PipelineConfig::default(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| ScaleError::Diagnosis(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ScaleError::Runtime(e.to_string()))?;
     let record = runtime
         .block_on(pipeline.run(&t.incident))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ScaleError::Diagnosis(e.to_string()))?;
     let seconds = started.elapsed().as_secs_f64();
     Ok(ScaleRun {
         incident: label.to_string(),
