@@ -156,11 +156,10 @@ fn score_folds(
     fold_of: &dyn Fn(usize) -> usize,
     labels: &[String],
 ) -> (Vec<Fold>, f64, f64) {
-    let k = labels.len();
     let n = results.first().map_or(0, Vec::len);
     let mut folds = Vec::new();
     let mut chosen_per_case: Vec<usize> = vec![0; n];
-    for f in 0..k {
+    for (f, label) in labels.iter().enumerate() {
         let (i, training_as1) = choose(results, &|j| fold_of(j) != f);
         let held: Vec<&CaseResult> = results[i]
             .iter()
@@ -174,7 +173,7 @@ fn score_folds(
             }
         }
         folds.push(Fold {
-            label: labels[f].clone(),
+            label: label.clone(),
             cases: held.iter().map(|c| c.id.clone()).collect(),
             chosen: grid[i].name.clone(),
             training_as1,
