@@ -363,8 +363,16 @@ async fn a_group_keeps_its_report_when_its_first_alert_resolves_first() {
     ))
     .await;
     assert_eq!(done["resolved"], serde_json::json!([id]), "{done}");
-    let fetched = get_json(format!("{}/reports/{id}", server.base)).await;
-    assert_eq!(fetched["resolution"]["ends_at"], gone);
+    // The diagnosis may still be running: the report is read once it is stored (bounded).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let fetched = loop {
+        let fetched = get_json(format!("{}/reports/{id}", server.base)).await;
+        if fetched["status"] != "pending" || tokio::time::Instant::now() > deadline {
+            break fetched;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(fetched["resolution"]["ends_at"], gone, "{fetched}");
     // Firing again later: a new episode.
     let again = send(group("firing", vec![alert("firing", "a", gone, zero)])).await;
     let new_id = again["accepted"][0].as_str().unwrap_or_default();

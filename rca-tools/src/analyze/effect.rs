@@ -241,10 +241,18 @@ fn hypergeometric_tail(population: u64, successes: u64, draws: u64, k: u64, uppe
     range.map(term).sum::<f64>().clamp(0.0, 1.0)
 }
 
-/// `ln(n!)`: exact sums up to 256, Stirling's series beyond.
+/// `ln(n!)`: from a table up to 256, Stirling's series beyond.
 fn ln_factorial(n: u64) -> f64 {
-    if n < 256 {
-        return (2..=n).map(|i| (i as f64).ln()).sum();
+    static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = vec![0.0; 256];
+        for i in 2..256 {
+            t[i] = t[i - 1] + (i as f64).ln();
+        }
+        t
+    });
+    if let Some(v) = usize::try_from(n).ok().and_then(|i| table.get(i)) {
+        return *v;
     }
     let x = n as f64;
     x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x)
