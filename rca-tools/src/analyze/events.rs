@@ -396,7 +396,7 @@ struct Alarm {
 /// Every alarm of every component in the windows: per (component, KPI) not named by a word of
 /// `skip`, with at least five
 /// baseline samples, each sample `alarm_z` or more robust units from the baseline median
-/// (units floored by 5% of the median and the series' resolution) raises an alarm until the
+/// (units floored by 5% of the median and the baseline's resolution) raises an alarm until the
 /// next sample (or as long as the series' median sampling gap).
 fn alarms<'a>(
     metrics: &'a [MetricSample],
@@ -430,8 +430,7 @@ fn alarms<'a>(
         if base.len() < 5 {
             continue;
         }
-        let values: Vec<f64> = points.iter().map(|p| p.1).collect();
-        let quantum = super::stats::resolution(&values) / 12f64.sqrt();
+        let quantum = super::stats::resolution(&base) / 12f64.sqrt();
         let rb = super::stats::RobustBaseline::new(&base, 0.05, quantum.max(1e-9));
         let gaps: Vec<f64> = points
             .windows(2)

@@ -20,8 +20,9 @@ pub struct MetricAnalyzer {
     /// ... and at least this share of the current level's magnitude: a series that was flat
     /// near zero scores at most `1 / level_floor` however small its baseline spread, so it
     /// cannot outrank a saturated resource by orders of magnitude. The unit is also at least
-    /// the series' measurement resolution (its smallest step between distinct values, over
-    /// `sqrt(12)`, the spread quantisation alone produces).
+    /// the measurement resolution (the baseline's smallest step between distinct values, or
+    /// the series' when the baseline is zero throughout, over `sqrt(12)`: the spread
+    /// quantisation alone produces).
     pub level_floor: f64,
     /// Scores are capped here (a flat baseline can make a small change look infinite).
     pub max_score: f64,
@@ -102,8 +103,17 @@ impl MetricAnalyzer {
             if base.len() < self.min_baseline || cur.is_empty() {
                 continue;
             }
+            // The measurement resolution: the baseline's smallest step (a jump out of a flat
+            // baseline is not a step of the instrument); a baseline that is zero throughout
+            // says nothing of the instrument's scale, and then the smallest step the series
+            // shows at all is the best evidence of it.
             let all: Vec<f64> = points.iter().map(|p| p.1).collect();
-            let quantum = resolution(&all) / 12f64.sqrt();
+            let step = match resolution(&base) {
+                r if r > 0.0 => r,
+                _ if base.iter().all(|v| *v == 0.0) => resolution(&all),
+                _ => 0.0,
+            };
+            let quantum = step / 12f64.sqrt();
             let rb = RobustBaseline::new(&base, self.relative_floor, quantum.max(1e-9));
             let top = base.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let bottom = base.iter().copied().fold(f64::INFINITY, f64::min);
