@@ -202,6 +202,9 @@ impl OnsetDetector {
             .map(|t| t.millis())
             .collect();
         times.sort_unstable();
+        // Distinct times: more records at the same instants (more traffic) are the same
+        // coverage, so they must not make an ordinary gap look like a break.
+        times.dedup();
         let (&first, &last) = (times.first()?, times.last()?);
         // The mean gap (records arrive in bursts, so the median gap can be zero).
         let typical = ((last - first) as f64 / (times.len().max(2) - 1) as f64).max(1.0);
@@ -473,6 +476,35 @@ mod tests {
             let error = (end - 60_000 - onset.at.millis()).abs();
             assert!(error <= 10_000, "{minutes} min: {onset:?}");
         }
+    }
+
+    #[test]
+    fn replicated_traffic_has_the_same_onset() {
+        // Thirty minutes of calls with a short lull early on; the same calls copied
+        // (more traffic at the same instants) must not turn the lull into a break.
+        let base: Vec<Span> = slowing_calls(30)
+            .into_iter()
+            .filter(|s| !(300_000..306_000).contains(&s.start.millis()))
+            .collect();
+        let window = TimeRange::new(Timestamp(0), Timestamp(30 * MIN));
+        let onset = |copies: usize| {
+            let spans: Vec<Span> = (0..copies)
+                .flat_map(|c| {
+                    base.iter().map(move |s| Span {
+                        trace_id: format!("{}-{c}", s.trace_id),
+                        span_id: format!("{}-{c}", s.span_id),
+                        ..s.clone()
+                    })
+                })
+                .collect();
+            OnsetDetector::default()
+                .detect(window, &[], &spans, &[])
+                .unwrap()
+                .at
+        };
+        let one = onset(1);
+        assert_eq!(onset(50), one);
+        assert!((one.millis() - (29 * MIN)).abs() <= 10_000, "{one:?}");
     }
 
     #[test]
