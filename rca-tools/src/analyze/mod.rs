@@ -189,7 +189,7 @@ pub(crate) struct SpanIndex<'a> {
     /// The spans whose start lies in the baseline or the current window.
     pub spans: Vec<&'a rca_core::source::Span>,
     /// (trace id, span id) -> position in `spans`.
-    pub by_id: std::collections::HashMap<(&'a str, &'a str), usize>,
+    pub by_id: rustc_hash::FxHashMap<(&'a str, &'a str), usize>,
     /// Each span's parent, when it is among `spans`.
     pub parent: Vec<Option<usize>>,
 }
@@ -201,7 +201,7 @@ impl<'a> SpanIndex<'a> {
             .iter()
             .filter(|s| window.baseline.contains(s.start) || window.current.contains(s.start))
             .collect();
-        let by_id: std::collections::HashMap<(&str, &str), usize> = spans
+        let by_id: rustc_hash::FxHashMap<(&str, &str), usize> = spans
             .iter()
             .enumerate()
             .map(|(i, s)| ((s.trace_id.as_str(), s.span_id.as_str()), i))

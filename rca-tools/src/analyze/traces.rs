@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rustc_hash::FxHashMap;
+
 use petgraph::Direction;
 use petgraph::graphmap::DiGraphMap;
 use rca_core::source::Span;
@@ -25,7 +27,7 @@ pub struct ServiceGraph {
 impl ServiceGraph {
     /// The graph of every caller -> callee pair seen in the spans (edge weight: call count).
     pub fn from_spans(spans: &[Span]) -> Self {
-        let by_id: HashMap<(&str, &str), &Span> = spans
+        let by_id: FxHashMap<(&str, &str), &Span> = spans
             .iter()
             .map(|s| ((s.trace_id.as_str(), s.span_id.as_str()), s))
             .collect();
@@ -68,11 +70,16 @@ impl ServiceGraph {
 
     /// Records one call from `caller` to `callee`.
     pub fn add_call(&mut self, caller: &str, callee: &str) {
+        self.add_calls(caller, callee, 1);
+    }
+
+    /// Records `n` calls from `caller` to `callee`.
+    pub fn add_calls(&mut self, caller: &str, callee: &str, n: u64) {
         let (a, b) = (self.node(caller), self.node(callee));
         match self.graph.edge_weight_mut(a, b) {
-            Some(w) => *w += 1,
+            Some(w) => *w = w.saturating_add(n),
             None => {
-                self.graph.add_edge(a, b, 1);
+                self.graph.add_edge(a, b, n);
             }
         }
     }
@@ -153,6 +160,30 @@ impl ServiceGraph {
         }
         out
     }
+}
+
+/// Something a component's span does, counted per window: runs an operation, or calls
+/// another component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum SpanEvent<'a> {
+    Operation(&'a str),
+    Call(&'a str),
+}
+
+impl std::fmt::Display for SpanEvent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpanEvent::Operation(op) => write!(f, "operation {op}"),
+            SpanEvent::Call(c) => write!(f, "call to {c}"),
+        }
+    }
+}
+
+/// A map's entries sorted by key.
+fn sorted<K: Ord, V>(map: FxHashMap<K, V>) -> Vec<(K, V)> {
+    let mut v: Vec<(K, V)> = map.into_iter().collect();
+    v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    v
 }
 
 /// Compares spans of the current window with the baseline window.
@@ -245,12 +276,18 @@ impl TraceAnalyzer {
             parent: parent_of,
             ..
         } = SpanIndex::new(spans, window);
+        // Per span: the summed duration of its children, how many it has (and one of them),
+        // and whether any failed.
         let mut child_time = vec![0u64; spans.len()];
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
+        let mut child_count = vec![0u32; spans.len()];
+        let mut a_child = vec![0usize; spans.len()];
+        let mut child_failed = vec![false; spans.len()];
         for (i, p) in parent_of.iter().enumerate() {
-            if let Some(p) = p {
-                child_time[*p] = child_time[*p].saturating_add(spans[i].duration_us);
-                children[*p].push(i);
+            if let Some(p) = *p {
+                child_time[p] = child_time[p].saturating_add(spans[i].duration_us);
+                child_count[p] = child_count[p].saturating_add(1);
+                a_child[p] = i;
+                child_failed[p] |= spans[i].error;
             }
         }
         // A client span (one child, in another component) does no work of its own: its self
@@ -258,14 +295,16 @@ impl TraceAnalyzer {
         let is_client: Vec<bool> = spans
             .iter()
             .enumerate()
-            .map(|(i, s)| matches!(children[i].as_slice(), [c] if spans[*c].component != s.component))
+            .map(|(i, s)| child_count[i] == 1 && spans[a_child[i]].component != s.component)
             .collect();
-        let mut self_time: BTreeMap<(&str, &str), Series> = BTreeMap::new();
-        let mut total_time: BTreeMap<(&str, &str), Series> = BTreeMap::new();
-        let mut gaps: BTreeMap<(&str, &str), Series> = BTreeMap::new();
-        let mut ops: BTreeMap<(&str, &str), Tally> = BTreeMap::new();
-        let mut events: BTreeMap<&str, BTreeMap<String, Tally>> = BTreeMap::new();
-        let mut comp_total: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        let mut self_time: FxHashMap<(&str, &str), Series> = FxHashMap::default();
+        let mut total_time: FxHashMap<(&str, &str), Series> = FxHashMap::default();
+        let mut gaps: FxHashMap<(&str, &str), Series> = FxHashMap::default();
+        let mut ops: FxHashMap<(&str, &str), Tally> = FxHashMap::default();
+        let mut events: FxHashMap<(&str, SpanEvent<'_>), Tally> = FxHashMap::default();
+        let mut comp_total: FxHashMap<&str, (usize, usize)> = FxHashMap::default();
+        // Caller -> callee call counts, for the service graph.
+        let mut calls: FxHashMap<(&str, &str), u64> = FxHashMap::default();
         for (i, s) in spans.iter().enumerate() {
             let cur = window.current.contains(s.start);
             let own = s.duration_us.saturating_sub(child_time[i]) as f64;
@@ -279,11 +318,12 @@ impl TraceAnalyzer {
                 .push(cur, s.duration_us as f64, s.start);
             // An error of its own: the span failed and none of its children did. A caller
             // that fails because a callee failed passes the error on; it is the callee's.
-            let own_error = s.error && !children[i].iter().any(|c| spans[*c].error);
+            let own_error = s.error && !child_failed[i];
             let t = ops.entry(key).or_default();
             let ct = comp_total.entry(s.component.as_str()).or_default();
-            let ev = events.entry(s.component.as_str()).or_default();
-            let op_ev = ev.entry(format!("operation {}", s.operation)).or_default();
+            let op_ev = events
+                .entry((s.component.as_str(), SpanEvent::Operation(&s.operation)))
+                .or_default();
             if cur {
                 t.cur += 1;
                 t.cur_err += usize::from(own_error);
@@ -300,6 +340,9 @@ impl TraceAnalyzer {
             if let Some(p) = parent_of[i] {
                 let parent = spans[p];
                 if parent.component != s.component {
+                    *calls
+                        .entry((parent.component.as_str(), s.component.as_str()))
+                        .or_default() += 1;
                     // The gap between client and server is judged only under a client span
                     // (one child, in another component): under a server span, the parent's
                     // duration also holds its own work and its other calls, so a slow
@@ -311,9 +354,7 @@ impl TraceAnalyzer {
                             .push(cur, gap, s.start);
                     }
                     let call = events
-                        .entry(parent.component.as_str())
-                        .or_default()
-                        .entry(format!("call to {}", s.component))
+                        .entry((parent.component.as_str(), SpanEvent::Call(&s.component)))
                         .or_default();
                     if cur {
                         call.cur += 1;
@@ -323,6 +364,26 @@ impl TraceAnalyzer {
                     }
                 }
             }
+        }
+        // Judged in a fixed order (by name), so equal scores come out the same way every run.
+        let self_time = sorted(self_time);
+        let total_time = sorted(total_time);
+        let gaps = sorted(gaps);
+        let ops = sorted(ops);
+        let mut by_component: BTreeMap<&str, BTreeMap<String, Tally>> = BTreeMap::new();
+        for ((component, event), t) in events {
+            by_component
+                .entry(component)
+                .or_default()
+                .insert(event.to_string(), t);
+        }
+        let events = by_component;
+        let mut graph = ServiceGraph::default();
+        for s in &spans {
+            graph.node(&s.component);
+        }
+        for ((caller, callee), n) in sorted(calls) {
+            graph.add_calls(caller, callee, n);
         }
         let mut out = Vec::new();
         let start = window.current.start;
@@ -426,7 +487,7 @@ impl TraceAnalyzer {
             }
         }
         for (component, evs) in &events {
-            let (na, nb) = comp_total.get(component).copied().unwrap_or_default();
+            let (na, nb) = comp_total.get(*component).copied().unwrap_or_default();
             if na < self.min_baseline || nb < self.min_current {
                 continue;
             }
@@ -489,8 +550,6 @@ impl TraceAnalyzer {
             let e = comp_latency.entry(component.clone()).or_insert(0.0);
             *e = e.max(*z);
         }
-        let owned: Vec<Span> = spans.iter().map(|s| (*s).clone()).collect();
-        let graph = ServiceGraph::from_spans(&owned);
         for (component, score) in graph.blame(&comp_latency, self.min_z) {
             let callees = graph.callees(&component);
             out.push(Finding {
