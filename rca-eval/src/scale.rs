@@ -193,6 +193,11 @@ pub struct ScaleRun {
     /// The process's peak resident memory when the run ended, in bytes (`None` where the
     /// operating system does not say).
     pub peak_rss_bytes: Option<u64>,
+    /// The process's resident memory when the diagnosis began, in bytes: the records held in
+    /// memory as the host's store (what a host keeps anyway), so `peak_rss_bytes` less this
+    /// is about what diagnosing them took.
+    #[serde(default)]
+    pub input_rss_bytes: Option<u64>,
     /// The top three candidates and their scores.
     pub top: Vec<(String, f64)>,
 }
@@ -219,6 +224,7 @@ pub enum ScaleError {
 /// Diagnoses `t` with the pipeline's defaults and measures the run.
 pub fn measure(label: &str, t: Telemetry) -> Result<ScaleRun, ScaleError> {
     let (logs, spans, metrics) = (t.logs.len(), t.spans.len(), t.metrics.len());
+    let input_rss_bytes = rss_bytes();
     let started = Instant::now();
     let cutoff = Some(t.incident.detected_at);
     let telemetry = IncidentTelemetry {
@@ -249,6 +255,7 @@ pub fn measure(label: &str, t: Telemetry) -> Result<ScaleRun, ScaleError> {
         metrics,
         seconds,
         peak_rss_bytes: peak_rss_bytes(),
+        input_rss_bytes,
         top: record
             .report
             .candidates
@@ -262,8 +269,19 @@ pub fn measure(label: &str, t: Telemetry) -> Result<ScaleRun, ScaleError> {
 /// The peak resident memory of this process (`VmHWM` of `/proc/self/status`), where the
 /// operating system has it.
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// The resident memory of this process now (`VmRSS` of `/proc/self/status`), where the
+/// operating system has it.
+pub fn rss_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A size in kB from a line of `/proc/self/status`, in bytes.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
@@ -273,9 +291,11 @@ pub fn scale_table(runs: &[ScaleRun], build: &str) -> String {
     let mut out = format!(
         "Measures ({build} build, this machine). The first run's top three are the baseline \
          every replicated size is compared with: the same incident at more traffic should name \
-         the same candidates.\n\n\
-         | incident | log lines | spans | seconds | peak RSS MB | records/s | top three (score) | same top three as one copy |\n\
-         |---|---:|---:|---:|---:|---:|---|---|\n"
+         the same candidates. Input MB is the resident memory when the diagnosis began (the \
+         records held in memory, as a host's store would hold them); peak RSS MB is the \
+         whole process's peak.\n\n\
+         | incident | log lines | spans | seconds | input MB | peak RSS MB | records/s | top three (score) | same top three as one copy |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---|\n"
     );
     let baseline: Vec<&str> = runs
         .first()
@@ -289,11 +309,13 @@ pub fn scale_table(runs: &[ScaleRun], build: &str) -> String {
             "-"
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {} | {:.0} | {} | {same} |\n",
+            "| {} | {} | {} | {:.2} | {} | {} | {:.0} | {} | {same} |\n",
             r.incident,
             r.logs,
             r.spans,
             r.seconds,
+            r.input_rss_bytes
+                .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
             r.peak_rss_bytes
                 .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
             r.records_per_second(),
