@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::{Deref, Range};
 use std::pin::Pin;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::Stream;
@@ -21,6 +23,55 @@ pub async fn collect_records<T>(
     answer: Result<RecordStream<T>, SourceError>,
 ) -> Result<Vec<T>, SourceError> {
     futures::TryStreamExt::try_collect(answer?).await
+}
+
+/// A run of records a source holds in memory, lent without copying them: a range of a
+/// shared, time-ordered buffer. It reads as a slice (`&records[..]`). An analyzer that needs a
+/// whole window gets one from [`TraceSource::lend_spans`] or [`LogSource::lend_logs`], and the
+/// window's records are then held once however many explorers read them.
+#[derive(Debug)]
+pub struct SharedRecords<T> {
+    buffer: Arc<Vec<T>>,
+    range: Range<usize>,
+}
+
+impl<T> Clone for SharedRecords<T> {
+    fn clone(&self) -> Self {
+        SharedRecords {
+            buffer: Arc::clone(&self.buffer),
+            range: self.range.clone(),
+        }
+    }
+}
+
+impl<T> SharedRecords<T> {
+    /// The records of `buffer` in `range` (clamped to the buffer; an inverted range is empty).
+    pub fn new(buffer: Arc<Vec<T>>, range: Range<usize>) -> Self {
+        let end = range.end.min(buffer.len());
+        let start = range.start.min(end);
+        SharedRecords {
+            buffer,
+            range: start..end,
+        }
+    }
+
+    /// Records the caller already owns (a streamed answer, collected).
+    pub fn owned(records: Vec<T>) -> Self {
+        let n = records.len();
+        SharedRecords {
+            buffer: Arc::new(records),
+            range: 0..n,
+        }
+    }
+}
+
+impl<T> Deref for SharedRecords<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // `new` and `owned` keep the range inside the buffer.
+        self.buffer.get(self.range.clone()).unwrap_or(&[])
+    }
 }
 
 /// Severity of a log line, ordered from least to most severe.
@@ -147,6 +198,13 @@ impl LogQuery {
 pub trait LogSource: Send + Sync {
     /// Streams the lines that match the query, in time order.
     async fn logs(&self, query: &LogQuery) -> Result<RecordStream<LogRecord>, SourceError>;
+
+    /// Every line whose time lies in `range`, in time order, lent without a copy when the
+    /// source holds its lines in memory (what `logs(&LogQuery::range(range))` streams).
+    /// `None`, the default, when it does not: the caller streams [`logs`](Self::logs).
+    fn lend_logs(&self, _range: TimeRange) -> Option<SharedRecords<LogRecord>> {
+        None
+    }
     /// The components that have logs.
     async fn components(&self) -> Result<Vec<String>, SourceError>;
 }
@@ -264,6 +322,14 @@ impl TraceQuery {
 pub trait TraceSource: Send + Sync {
     /// Streams the spans that match the query, in start-time order.
     async fn spans(&self, query: &TraceQuery) -> Result<RecordStream<Span>, SourceError>;
+
+    /// Every span whose start lies in `range`, in start-time order, lent without a copy when
+    /// the source holds its spans in memory (what `spans(&TraceQuery::range(range))`
+    /// streams). `None`, the default, when it does not: the caller streams
+    /// [`spans`](Self::spans).
+    fn lend_spans(&self, _range: TimeRange) -> Option<SharedRecords<Span>> {
+        None
+    }
 }
 
 /// A file of a code repository.
@@ -395,6 +461,21 @@ mod tests {
             message: "down".into(),
         });
         assert!(futures::executor::block_on(collect_records(refused)).is_err());
+    }
+
+    #[test]
+    fn shared_records_read_as_their_range_and_clamp_it() {
+        let buffer = Arc::new(vec![1, 2, 3, 4, 5]);
+        let middle = SharedRecords::new(Arc::clone(&buffer), 1..4);
+        assert_eq!(&middle[..], &[2, 3, 4]);
+        let lent = middle.clone();
+        assert_eq!(Arc::strong_count(&buffer), 3);
+        assert_eq!(lent.len(), 3);
+        assert_eq!(&SharedRecords::new(Arc::clone(&buffer), 3..99)[..], &[4, 5]);
+        #[allow(clippy::reversed_empty_ranges)]
+        let inverted = SharedRecords::new(Arc::clone(&buffer), 4..2);
+        assert!(inverted.is_empty());
+        assert_eq!(&SharedRecords::owned(vec![7, 8])[..], &[7, 8]);
     }
 
     #[test]

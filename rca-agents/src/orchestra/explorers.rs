@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rca_core::source::{
-    LogQuery, LogSource, MetricQuery, MetricSource, TraceQuery, TraceSource, collect_records,
+    LogQuery, LogRecord, LogSource, MetricQuery, MetricSource, SharedRecords, Span, TraceQuery,
+    TraceSource, collect_records,
 };
 use rca_core::{Evidence, Incident, Modality, TimeRange};
 use rca_tools::analyze::{Finding, Window};
@@ -148,21 +149,15 @@ impl TelemetryExplorer {
                     .await
                     .map_err(fail)?,
             ),
-            Telemetry::Traces(source, _) => Fetched::Traces(
-                collect_records(source.spans(&TraceQuery::range(range)).await)
-                    .await
-                    .map_err(fail)?,
-            ),
+            Telemetry::Traces(source, _) => {
+                Fetched::Traces(spans_in(source.as_ref(), range).await.map_err(fail)?)
+            }
             Telemetry::Logs(source, _) => {
-                let records = collect_records(source.logs(&LogQuery::range(range)).await)
-                    .await
-                    .map_err(fail)?;
+                let records = logs_in(source.as_ref(), range).await.map_err(fail)?;
                 let spans = match &self.spans {
-                    Some((traces, _)) => Some(
-                        collect_records(traces.spans(&TraceQuery::range(range)).await)
-                            .await
-                            .map_err(fail)?,
-                    ),
+                    Some((traces, _)) => {
+                        Some(spans_in(traces.as_ref(), range).await.map_err(fail)?)
+                    }
                     None => None,
                 };
                 let alarms = match (&self.alarms, &spans) {
@@ -223,13 +218,40 @@ impl TelemetryExplorer {
     }
 }
 
+/// The spans whose start lies in `range`: lent by the source when it holds them in memory
+/// (read once, however many explorers look), streamed and collected otherwise.
+async fn spans_in(
+    source: &dyn TraceSource,
+    range: TimeRange,
+) -> Result<SharedRecords<Span>, rca_core::SourceError> {
+    if let Some(lent) = source.lend_spans(range) {
+        return Ok(lent);
+    }
+    Ok(SharedRecords::owned(
+        collect_records(source.spans(&TraceQuery::range(range)).await).await?,
+    ))
+}
+
+/// The log lines whose time lies in `range`, lent or streamed as [`spans_in`].
+async fn logs_in(
+    source: &dyn LogSource,
+    range: TimeRange,
+) -> Result<SharedRecords<LogRecord>, rca_core::SourceError> {
+    if let Some(lent) = source.lend_logs(range) {
+        return Ok(lent);
+    }
+    Ok(SharedRecords::owned(
+        collect_records(source.logs(&LogQuery::range(range)).await).await?,
+    ))
+}
+
 /// The records one explorer read.
 enum Fetched {
     Metrics(Vec<rca_core::source::MetricSample>),
-    Traces(Vec<rca_core::source::Span>),
+    Traces(SharedRecords<Span>),
     Logs(
-        Vec<rca_core::source::LogRecord>,
-        Option<Vec<rca_core::source::Span>>,
+        SharedRecords<LogRecord>,
+        Option<SharedRecords<Span>>,
         Vec<rca_core::source::MetricSample>,
     ),
 }

@@ -6,8 +6,10 @@ use std::io::BufRead;
 use std::path::Path;
 
 use async_trait::async_trait;
-use rca_core::source::{Level, LogQuery, LogRecord, LogSource, RecordStream};
-use rca_core::{SourceError, Timestamp};
+use std::sync::Arc;
+
+use rca_core::source::{Level, LogQuery, LogRecord, LogSource, RecordStream, SharedRecords};
+use rca_core::{SourceError, TimeRange, Timestamp};
 
 use super::io::{ReadBudget, open_text_within, over_budget, parse_time, stem};
 use super::{LoadReport, before_cutoff};
@@ -74,7 +76,7 @@ const COMPONENT_KEYS: &[&str] = &[
 /// Log lines read from files, answering [`LogSource`] queries from memory.
 #[derive(Debug, Clone, Default)]
 pub struct FileLogSource {
-    records: Vec<LogRecord>,
+    records: Arc<Vec<LogRecord>>,
     cutoff: Option<Timestamp>,
     report: LoadReport,
 }
@@ -91,7 +93,7 @@ impl FileLogSource {
             ..LoadReport::default()
         };
         FileLogSource {
-            records,
+            records: Arc::new(records),
             cutoff,
             report,
         }
@@ -138,7 +140,7 @@ impl FileLogSource {
         records.sort_by_key(|r| r.timestamp);
         report.records = records.len();
         Ok(FileLogSource {
-            records,
+            records: Arc::new(records),
             cutoff: options.cutoff,
             report,
         })
@@ -174,7 +176,14 @@ impl LogSource for FileLogSource {
     }
 
     async fn components(&self) -> Result<Vec<String>, SourceError> {
-        Ok(distinct_components(&self.records))
+        Ok(distinct_components(self.records.iter()))
+    }
+
+    fn lend_logs(&self, range: TimeRange) -> Option<SharedRecords<LogRecord>> {
+        Some(SharedRecords::new(
+            Arc::clone(&self.records),
+            super::range_of(&self.records, range, self.cutoff, |r| r.timestamp),
+        ))
     }
 }
 
@@ -397,6 +406,28 @@ mod tests {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         p
+    }
+
+    #[test]
+    fn lent_lines_are_the_streamed_answer() {
+        let line = |t: i64| LogRecord {
+            timestamp: Timestamp(t),
+            component: "c".into(),
+            level: Some(Level::Info),
+            message: format!("line {t}"),
+            attributes: BTreeMap::new(),
+        };
+        let source =
+            FileLogSource::from_records((0..10).rev().map(line).collect(), Some(Timestamp(8)));
+        for (a, b) in [(0, 10), (3, 6), (5, 5), (7, 20)] {
+            let range = TimeRange::new(Timestamp(a), Timestamp(b));
+            let streamed = source.query(&LogQuery::range(range));
+            assert_eq!(
+                &source.lend_logs(range).unwrap()[..],
+                &streamed[..],
+                "{a}..{b}"
+            );
+        }
     }
 
     #[test]

@@ -83,12 +83,25 @@ pub(crate) fn in_range<T>(
     cutoff: Option<Timestamp>,
     at: impl Fn(&T) -> Timestamp,
 ) -> impl Iterator<Item = &T> {
+    let found = range_of(sorted, range, cutoff, at);
+    sorted[found].iter()
+}
+
+/// The positions of the time-ordered `sorted` whose time lies in `range` (and before
+/// `cutoff`).
+pub(crate) fn range_of<T>(
+    sorted: &[T],
+    range: TimeRange,
+    cutoff: Option<Timestamp>,
+    at: impl Fn(&T) -> Timestamp,
+) -> std::ops::Range<usize> {
     let range = match cutoff {
         Some(c) => range.clamp_end(c),
         None => range,
     };
     let lo = sorted.partition_point(|r| at(r) < range.start);
-    sorted[lo..].iter().take_while(move |r| at(r) < range.end)
+    let hi = lo + sorted[lo..].partition_point(|r| at(r) < range.end);
+    lo..hi
 }
 
 /// Whether a record at `t` may be kept under an optional cutoff.

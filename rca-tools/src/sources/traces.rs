@@ -6,8 +6,10 @@ use std::io::{BufRead, Read};
 use std::path::Path;
 
 use async_trait::async_trait;
-use rca_core::source::{RecordStream, Span, TraceQuery, TraceSource};
-use rca_core::{SourceError, Timestamp};
+use std::sync::Arc;
+
+use rca_core::source::{RecordStream, SharedRecords, Span, TraceQuery, TraceSource};
+use rca_core::{SourceError, TimeRange, Timestamp};
 use serde_json::Value;
 
 use super::io::{ReadBudget, csv_stream_failure, open_text_within, over_budget, parse_time};
@@ -39,7 +41,7 @@ impl SpanFormat {
 /// Spans read from files, answering [`TraceSource`] queries from memory.
 #[derive(Debug, Clone, Default)]
 pub struct FileTraceSource {
-    spans: Vec<Span>,
+    spans: Arc<Vec<Span>>,
     cutoff: Option<Timestamp>,
     report: LoadReport,
 }
@@ -56,7 +58,7 @@ impl FileTraceSource {
             ..LoadReport::default()
         };
         FileTraceSource {
-            spans,
+            spans: Arc::new(spans),
             cutoff,
             report,
         }
@@ -122,6 +124,13 @@ impl TraceSource for FileTraceSource {
     async fn spans(&self, query: &TraceQuery) -> Result<RecordStream<Span>, SourceError> {
         let hits: Vec<_> = self.query(query).into_iter().map(Ok).collect();
         Ok(Box::pin(futures::stream::iter(hits)))
+    }
+
+    fn lend_spans(&self, range: TimeRange) -> Option<SharedRecords<Span>> {
+        Some(SharedRecords::new(
+            Arc::clone(&self.spans),
+            super::range_of(&self.spans, range, self.cutoff, |s| s.start),
+        ))
     }
 }
 
@@ -395,6 +404,35 @@ fn otlp_document(doc: &Value, loc: &str, out: &mut Vec<Span>, report: &mut LoadR
 mod tests {
     use super::*;
     use rca_core::TimeRange;
+
+    #[test]
+    fn lent_spans_are_the_streamed_answer_without_a_copy() {
+        let span = |t: i64| Span {
+            trace_id: format!("t{t}"),
+            span_id: "s".into(),
+            parent_id: None,
+            component: "c".into(),
+            operation: "op".into(),
+            start: Timestamp(t),
+            duration_us: 1,
+            error: false,
+            attributes: BTreeMap::new(),
+        };
+        let source =
+            FileTraceSource::from_spans((0..10).rev().map(span).collect(), Some(Timestamp(8)));
+        for (a, b) in [(0, 10), (3, 6), (5, 5), (7, 20), (-5, 2)] {
+            let range = TimeRange::new(Timestamp(a), Timestamp(b));
+            let streamed = source.query(&TraceQuery::range(range));
+            let lent = source.lend_spans(range).unwrap();
+            assert_eq!(&lent[..], &streamed[..], "{a}..{b}");
+        }
+        // Lent from the source's own buffer.
+        let all = source.lend_spans(TimeRange::new(Timestamp(0), Timestamp(99)));
+        assert!(std::ptr::eq(
+            all.unwrap().as_ptr(),
+            source.spans_all().as_ptr()
+        ));
+    }
 
     #[test]
     fn csv_spans_with_root_parent_and_bad_rows() {
