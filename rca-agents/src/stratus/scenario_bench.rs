@@ -362,11 +362,14 @@ mod tests {
         assert!(report.markdown().contains("| deterministic | no_undo |"));
     }
 
-    /// The goal on scenarios not among the built-in thirteen: the deterministic agents
+    /// The goal on the two sets of other applications' scenarios: the deterministic agents
     /// under TNR mitigate at least 80%, with no visible crash and visible severity never above
-    /// its start.
+    /// its start. Neither set is out of sample any more: the agents were changed after
+    /// `heldout`'s first measurement to read the symptoms it showed, and `unseen` has been
+    /// measured (once, with no change after it). Scenarios written elsewhere judge
+    /// generalisation.
     #[tokio::test]
-    async fn the_deterministic_agents_meet_the_goal_on_scenarios_they_were_not_written_for() {
+    async fn the_deterministic_agents_meet_the_goal_on_the_other_applications_scenarios() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         for dir in ["heldout", "unseen"] {
             let scenarios = Scenario::from_dir(&root.join(dir)).unwrap();
