@@ -117,6 +117,11 @@ pub enum Command {
         /// Lines from the end.
         tail: Option<usize>,
     },
+    /// `history [KIND/NAME]`: the recorded changes of one object, or of all (JSON).
+    History {
+        /// One object, or all.
+        target: Option<ResourceRef>,
+    },
     /// `scale deployment NAME --replicas=N`
     Scale {
         /// The deployment.
@@ -455,6 +460,12 @@ impl Command {
                 };
                 Command::Logs { target, tail }
             }
+            "history" => Command::History {
+                target: match a.positional.get(1) {
+                    Some(_) => Some(a.resource(1)?.0),
+                    None => None,
+                },
+            },
             "scale" => {
                 let (deployment, _) = a.deployment(1)?;
                 let r = a
@@ -614,6 +625,7 @@ impl Command {
             Command::Get { kind, name, .. } => {
                 name.as_ref().map(|n| ResourceRef::new(*kind, n.clone()))
             }
+            Command::History { target } => target.clone(),
             Command::Apply { manifest } => {
                 let kind = manifest
                     .get("kind")

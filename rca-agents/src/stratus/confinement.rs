@@ -93,9 +93,10 @@ pub fn classify(command: Command, text: &str) -> Confined {
         reason: reason.to_string(),
     };
     match &command {
-        Command::Get { .. } | Command::Describe { .. } | Command::Logs { .. } => {
-            Confined::Read(ReadCommand { command, text })
-        }
+        Command::Get { .. }
+        | Command::Describe { .. }
+        | Command::Logs { .. }
+        | Command::History { .. } => Confined::Read(ReadCommand { command, text }),
         Command::Forbidden { verb, .. } => refuse(&format!(
             "`{verb}` is outside the mitigation language (no shells, no ad-hoc creation)"
         )),

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::model::{Cluster, ConfigMap, Deployment, PodTemplate, Secret, Service};
+use super::wording::{LogLine, LogWording};
 use crate::stratus::command::{Command, OutputFormat, ResourceKind, ResourceRef};
 use crate::stratus::error::EnvError;
 
@@ -70,8 +71,25 @@ impl Cluster {
             .ok_or_else(|| not_found(&ResourceRef::new(ResourceKind::Node, name)))
     }
 
-    /// Runs a write command, then the controllers.
+    /// Runs a write command as the operator ([`super::audit::OPERATOR_USER`]), then the
+    /// controllers.
     pub fn apply_write(&mut self, cmd: &Command) -> Result<String, EnvError> {
+        self.apply_write_by(cmd, super::audit::OPERATOR_USER)
+    }
+
+    /// Runs a write command as `user`, then the controllers, and records the change in the
+    /// history.
+    pub fn apply_write_by(&mut self, cmd: &Command, user: &str) -> Result<String, EnvError> {
+        let target = Cluster::write_target(cmd);
+        let before = target.as_ref().and_then(|t| self.audit_view(t));
+        let out = self.run_write(cmd)?;
+        if let Some(t) = &target {
+            self.record_change(t, before, user);
+        }
+        Ok(out)
+    }
+
+    fn run_write(&mut self, cmd: &Command) -> Result<String, EnvError> {
         let out = match cmd {
             Command::Scale {
                 deployment,
@@ -558,6 +576,10 @@ impl Cluster {
                 }
                 Ok(out)
             }
+            Command::History { target } => {
+                serde_json::to_string_pretty(&self.history(target.as_ref()))
+                    .map_err(|e| invalid(e.to_string()))
+            }
             Command::Logs { target, tail } => {
                 let lines = self.logs(target, &traffic)?;
                 let skip = tail.map_or(0, |t| lines.len().saturating_sub(t));
@@ -617,7 +639,12 @@ impl Cluster {
             }
             _ => {}
         }
-        out.push(format!("starting {} ({})", d.name, d.template.image));
+        let default_wording = LogWording::default();
+        let w = prof.map_or(&default_wording, |p| &p.logs);
+        out.push(w.render(
+            LogLine::Starting,
+            &[("name", &d.name), ("image", &d.template.image)],
+        ));
         let Some(p) = prof else {
             return Ok(out);
         };
@@ -625,12 +652,10 @@ impl Cluster {
         match s.reason {
             Some("OOMKilled") => {
                 for share in [40u32, 62, 81, 96] {
-                    out.push(format!(
-                        "heap in use: {}Mi",
-                        u64::from(limit) * u64::from(share) / 100
-                    ));
+                    let mi = (u64::from(limit) * u64::from(share) / 100).to_string();
+                    out.push(w.render(LogLine::Heap, &[("mi", &mi)]));
                 }
-                out.push("Killed".into());
+                out.push(w.render(LogLine::Killed, &[]));
                 return Ok(out);
             }
             Some("CrashLoopBackOff") => {
@@ -638,57 +663,53 @@ impl Cluster {
                 match missing.first() {
                     Some(key) => {
                         let expected = p.config.get(key).map_or("", |r| r.expected.as_str());
-                        out.push(format!(
-                            "fatal: config key `{key}` is missing; expected {expected}"
-                        ));
+                        out.push(
+                            w.render(LogLine::MissingKey, &[("key", key), ("expected", expected)]),
+                        );
                     }
-                    None => out.push(
-                        "panic: runtime error: invalid memory address or nil pointer dereference"
-                            .into(),
-                    ),
+                    None => out.push(w.render(LogLine::Crash, &[])),
                 }
                 return Ok(out);
             }
             _ => {}
         }
-        out.push(format!("listening on :{}", p.listen_port));
+        out.push(w.render(LogLine::Listening, &[("port", &p.listen_port.to_string())]));
         for (key, value, expected) in self.invalid_config(d) {
-            out.push(format!(
-                "error: config key `{key}` has value \"{value}\", which is not valid: expected {expected}; answering with built-in defaults"
+            out.push(w.render(
+                LogLine::InvalidValue,
+                &[("key", &key), ("value", &value), ("expected", &expected)],
             ));
         }
         if s.reason.is_some() {
-            out.push("warming caches".into());
+            out.push(w.render(LogLine::Warming, &[]));
             return Ok(out);
         }
         for var in &p.dependency_env {
             match d.template.env.get(var) {
                 Some(addr) if self.resolve(addr).is_none() => {
-                    out.push(format!("error: dial {addr} ({var}): connection refused"))
+                    out.push(w.render(LogLine::DialRefused, &[("addr", addr), ("var", var)]))
                 }
-                None => out.push(format!("error: {var} is not set")),
+                None => out.push(w.render(LogLine::DependencyUnset, &[("var", var)])),
                 _ => {}
             }
         }
         match (self.credential_secret(d), &p.credential_key) {
-            (Some((sec, true)), _) => out.push(format!(
-                "error: upstream rejected the credential mounted from secret {sec}: 401 Unauthorized"
-            )),
-            (None, Some(key)) => out.push(format!(
-                "error: no mounted secret holds credential key `{key}`; upstream answers 401 Unauthorized"
-            )),
+            (Some((sec, true)), _) => {
+                out.push(w.render(LogLine::CredentialRejected, &[("secret", sec)]))
+            }
+            (None, Some(key)) => out.push(w.render(LogLine::CredentialMissing, &[("key", key)])),
             _ => {}
         }
         if let Some(m) = traffic.pods.get(&pod.name)
             && m.timeout_rate > 0.0
         {
-            out.push("warn: request workers blocked; no request completed in the last 300s".into());
+            out.push(w.render(LogLine::Hung, &[]));
         }
         if p.error_rate > 0.0 {
-            out.push("error: unhandled exception in request handler (500)".into());
+            out.push(w.render(LogLine::RequestErrors, &[]));
         }
         if d.template.resources.cpu_milli < p.cpu_milli {
-            out.push("warn: request queue growing; worker CPU saturated".into());
+            out.push(w.render(LogLine::CpuSaturated, &[]));
         }
         Ok(out)
     }

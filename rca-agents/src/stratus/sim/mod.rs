@@ -5,11 +5,14 @@
 //! model through the service graph: alerts, SLA violations and capacity loss are computed
 //! from this state, never set by hand. Faults are modelled in [`scenarios`].
 
+pub mod audit;
 pub mod exec;
+pub mod generate;
 pub mod manifest;
 pub mod model;
 pub mod scenarios;
 pub mod traffic;
+pub mod wording;
 
 use async_trait::async_trait;
 
@@ -94,6 +97,22 @@ impl SimEnvironment {
             }
             undone.cluster.settle(DRY_RUN_SETTLE_S);
             let after = undone.cluster.health();
+            if after.crashed && !before.crashed {
+                let lost: Vec<&str> = undone
+                    .cluster
+                    .deployments
+                    .values()
+                    .filter(|d| d.data_lost)
+                    .map(|d| d.name.as_str())
+                    .collect();
+                return Ok(Some((
+                    k,
+                    format!(
+                        "undoing it would delete pods that hold data (emptyDir) of {}",
+                        lost.join(", ")
+                    ),
+                )));
+            }
             if w.mu(&after) > w.mu(&before) {
                 let worse: Vec<&str> = after
                     .unhealthy_components
@@ -120,7 +139,8 @@ impl SimEnvironment {
 
     /// Runs a write directly (no transaction): used by the ablation modes without TNR.
     pub fn write_now(&mut self, command: &WriteCommand) -> Result<String, EnvError> {
-        self.cluster.apply_write(command.command())
+        self.cluster
+            .apply_write_by(command.command(), audit::AGENT_USER)
     }
 
     /// The top-level resource that holds `r` (pods and replica sets are held by their
@@ -259,6 +279,7 @@ impl Environment for SimEnvironment {
 
     async fn restore(&mut self, snapshot: &ResourceSnapshot) -> Result<(), EnvError> {
         let r = &snapshot.resource;
+        let before = self.cluster.audit_view(r);
         let bad = |e: serde_json::Error| EnvError::Invalid {
             message: format!("snapshot of {r} does not decode: {e}"),
         };
@@ -305,6 +326,7 @@ impl Environment for SimEnvironment {
             }
         }
         c.reconcile();
+        self.cluster.record_change(r, before, audit::AGENT_USER);
         Ok(())
     }
 

@@ -233,6 +233,13 @@ pub struct ImageProfile {
     /// Seconds from container start to passing readiness.
     #[serde(default = "default_startup")]
     pub startup_s: u64,
+    /// How the process words its log lines (each defaults to the simulator's wording).
+    #[serde(default, skip_serializing_if = "is_default_wording")]
+    pub logs: super::wording::LogWording,
+}
+
+fn is_default_wording(w: &super::wording::LogWording) -> bool {
+    *w == super::wording::LogWording::default()
 }
 
 /// A user-facing route with its SLO.
@@ -279,6 +286,10 @@ pub struct Cluster {
     /// Seed of the metric noise.
     #[serde(default)]
     pub noise_seed: u64,
+    /// Every write to a top-level object, oldest first ([`super::audit`]). Not part of the
+    /// restorable state: undo adds to it, as an audit log would.
+    #[serde(default)]
+    pub changes: Vec<super::audit::Change>,
 }
 
 /// The restorable part of a deployment: what `kubectl get deploy -o json` gives back to

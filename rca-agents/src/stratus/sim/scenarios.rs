@@ -9,7 +9,10 @@
 //!
 //! - `sim stop-kubelet NODE`: the node stops reporting Ready;
 //! - `sim hang deployment/NAME`: its first pod's process hangs (it still passes a TCP check);
-//! - `sim revoke secret/NAME`: the issuer revokes the credentials the secret holds.
+//! - `sim revoke secret/NAME`: the issuer revokes the credentials the secret holds;
+//! - `sim surge ROUTE FACTOR`: the route's offered load is multiplied by FACTOR;
+//! - `sim repush IMAGE FROM`: a new build is pushed under an existing tag: IMAGE now behaves
+//!   as FROM (another entry of `images`) does, with no change to any manifest.
 //!
 //! `{pod:NAME}` in a fault or fix line stands for the first pod of deployment NAME.
 
@@ -59,6 +62,9 @@ pub struct Scenario {
     pub name: String,
     /// What is broken, for people (agents never see it).
     pub summary: String,
+    /// The fault family, for reports (generated scenarios carry one; agents never see it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
     /// Components the fault involves (the stochastic demonstration's wrong fixes avoid them).
     #[serde(default)]
     pub involved: Vec<String>,
@@ -95,6 +101,11 @@ impl Scenario {
             serde_norway::from_str(text).map_err(|e| invalid(origin, e.to_string()))?;
         s.validate()?;
         Ok(s)
+    }
+
+    /// The scenario as YAML, in the format [`Scenario::from_yaml`] reads.
+    pub fn to_yaml(&self) -> Result<String, StratusError> {
+        serde_norway::to_string(self).map_err(|e| invalid(&self.name, e.to_string()))
     }
 
     /// Reads one scenario file.
@@ -160,6 +171,9 @@ impl Scenario {
                     ),
                 ));
             }
+            p.logs
+                .validate()
+                .map_err(|e| invalid(&self.name, format!("image {image}: {e}")))?;
             for (key, rule) in &p.config {
                 regex::Regex::new(&rule.pattern).map_err(|e| {
                     invalid(&self.name, format!("image {image}, config key {key}: {e}"))
@@ -357,8 +371,34 @@ fn inject(c: &mut Cluster, line: &str) -> Result<(), String> {
             c.revoked_credentials.extend(values);
             Ok(())
         }
+        ["sim", "surge", route, factor] => {
+            let f: f64 = factor
+                .parse()
+                .ok()
+                .filter(|f: &f64| f.is_finite() && *f > 0.0 && *f <= 100.0)
+                .ok_or_else(|| format!("surge factor `{factor}` is not a number in (0, 100]"))?;
+            let r = c
+                .routes
+                .iter_mut()
+                .find(|r| r.name == *route)
+                .ok_or_else(|| format!("no route {route}"))?;
+            r.rps *= f;
+            Ok(())
+        }
+        ["sim", "repush", image, from] => {
+            if !c.registry.contains_key(*image) {
+                return Err(format!("no image {image} to re-push"));
+            }
+            let p = c
+                .registry
+                .get(*from)
+                .cloned()
+                .ok_or_else(|| format!("no image {from} to take the new build from"))?;
+            c.registry.insert(image.to_string(), p);
+            Ok(())
+        }
         ["sim", ..] => Err(
-            "unknown simulator event (stop-kubelet NODE, hang deployment/NAME, revoke secret/NAME)"
+            "unknown simulator event (stop-kubelet NODE, hang deployment/NAME, revoke secret/NAME, surge ROUTE FACTOR, repush IMAGE FROM-IMAGE)"
                 .into(),
         ),
         _ => {
