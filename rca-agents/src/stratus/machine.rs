@@ -123,11 +123,7 @@ impl Stratus {
             let diagnosis = match self.diagnoser.diagnose(env, &report.feedback).await {
                 Ok(d) => d,
                 Err(e @ (StratusError::MalformedModelOutput { .. } | StratusError::Model(_))) => {
-                    Diagnosis {
-                        component: String::new(),
-                        fault: FaultKind::Unknown,
-                        reason: format!("no diagnosis: {e}"),
-                    }
+                    Diagnosis::new("", FaultKind::Unknown, format!("no diagnosis: {e}"))
                 }
                 Err(e) => return Err(e),
             };

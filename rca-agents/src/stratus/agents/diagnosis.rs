@@ -8,6 +8,7 @@ use rca_core::llm::{ChatModel, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::hypotheses::Hypothesis;
 use super::{Feedback, ask, extract_json, health_brief};
 use crate::stratus::environment::ReadAccess;
 use crate::stratus::error::StratusError;
@@ -50,6 +51,8 @@ pub enum FaultKind {
     NodeSelector,
     /// Not enough replicas for the load.
     Overload,
+    /// An object changed before the incident (by someone other than the agents).
+    RecentChange,
     /// Nothing recognised.
     Unknown,
 }
@@ -63,6 +66,23 @@ pub struct Diagnosis {
     pub fault: FaultKind,
     /// Why.
     pub reason: String,
+    /// Ranked alternatives, each with its evidence and fix (the deterministic diagnoser
+    /// fills it; a model's diagnosis may leave it empty). The mitigation agent tries them
+    /// one transaction at a time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hypotheses: Vec<Hypothesis>,
+}
+
+impl Diagnosis {
+    /// A diagnosis with no ranked alternatives.
+    pub fn new(component: impl Into<String>, fault: FaultKind, reason: impl Into<String>) -> Self {
+        Diagnosis {
+            component: component.into(),
+            fault,
+            reason: reason.into(),
+            hypotheses: Vec::new(),
+        }
+    }
 }
 
 /// The diagnosis role.
@@ -91,13 +111,6 @@ pub(crate) async fn items(env: &dyn ReadAccess, kind: &str) -> Result<Vec<Value>
 
 pub(crate) fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
-pub(crate) fn quoted(s: &str) -> Option<&str> {
-    let a = s.find('"')?;
-    let rest = &s[a + 1..];
-    let b = rest.find('"')?;
-    Some(&rest[..b])
 }
 
 pub(crate) fn backticked(s: &str) -> Option<&str> {

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::diagnosis::{Diagnosis, FaultKind, backticked, items, str_of};
+use super::hypotheses::edit_distance;
+use super::observed::strings_at;
 use super::{Feedback, ask, extract_json, health_brief};
 use crate::stratus::environment::ReadAccess;
 use crate::stratus::error::StratusError;
@@ -45,9 +47,12 @@ pub trait Mitigator: Send + Sync {
     async fn plan(&self, env: &dyn ReadAccess, ctx: &PlanContext) -> Result<Plan, StratusError>;
 }
 
-/// Deterministic mitigation: a remedy per fault kind, built from what the diagnosis found and
-/// what the cluster shows (never from what the simulator knows), with an alternative when the
-/// same plan already failed. Remedies that cannot know the right value step towards it
+/// Deterministic mitigation. Given ranked hypotheses (from
+/// [`super::PolicyDiagnoser`]), it searches under TNR: each attempt runs the fix of the best
+/// hypothesis this run has not tried, an abort undoes it and the next is tried. Given a bare
+/// diagnosis (a model's), it falls back to a remedy per fault kind, built from what the
+/// diagnosis found and what the cluster shows (never from what the simulator knows), with an
+/// alternative when the same plan already failed. Remedies that cannot know the right value step towards it
 /// (a memory limit doubles, a scaled-to-zero deployment gets one replica, then more under
 /// load) and let TNR and the oracle judge each step.
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,30 +68,6 @@ async fn get_json(env: &dyn ReadAccess, what: &str) -> Result<Value, StratusErro
         message: format!("environment returned non-JSON for get {what}: {e}"),
         raw: text,
     })
-}
-
-/// The strings of the JSON array at `pointer` (none when it is absent).
-fn strings_at(v: &Value, pointer: &str) -> Vec<String> {
-    v.pointer(pointer)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|x| x.as_str().map(String::from))
-        .collect()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn number_before(text: &str, unit: &str) -> Option<u32> {
@@ -106,8 +87,21 @@ impl PolicyMitigator {
         ctx: &PlanContext,
     ) -> Result<Vec<String>, StratusError> {
         let d = &ctx.diagnosis;
-        let name = name_of(&d.component);
         let tried = |cmds: &[String]| ctx.feedback.iter().any(|f| f.commands == cmds);
+        // Search under TNR: the best-ranked hypothesis whose fix has not been tried on this
+        // state. A fix that failed (aborted, refused, or committed without curing) is not
+        // tried again until another transaction commits; once every hypothesis is spent
+        // there is no plan.
+        if !d.hypotheses.is_empty() {
+            let spent = Feedback::spent(&ctx.feedback);
+            return Ok(d
+                .hypotheses
+                .iter()
+                .find(|h| !spent.contains(&h.fix.as_slice()) && h.fix.len() <= ctx.max_commands)
+                .map(|h| h.fix.clone())
+                .unwrap_or_default());
+        }
+        let name = name_of(&d.component);
         let cmds = match d.fault {
             FaultKind::WrongTargetPort => {
                 // The port the diagnosis saw the pods listen on, else the one they declare.
@@ -466,7 +460,7 @@ impl PolicyMitigator {
                 }
             }
             FaultKind::StuckPod => vec![format!("delete pod {name}")],
-            FaultKind::Unknown => Vec::new(),
+            FaultKind::Unknown | FaultKind::RecentChange => Vec::new(),
         };
         Ok(cmds)
     }
@@ -533,8 +527,6 @@ mod tests {
 
     #[test]
     fn helpers() {
-        assert_eq!(edit_distance("carts", "cart"), 1);
-        assert_eq!(edit_distance("", "ab"), 2);
         assert_eq!(
             number_before("62% throttling of CPU in deployment x", "% throttling"),
             Some(62)

@@ -3,19 +3,24 @@
 //! is [`crate::stratus::transaction::UndoAgent`]. Each planning role is a deterministic
 //! policy or a [`rca_core::ChatModel`] whose JSON answers are parsed.
 
+pub mod baseline;
 pub mod detection;
 pub mod diagnosis;
 pub mod diagnosis_policy;
+pub mod hypotheses;
 pub mod mitigation;
+pub mod observed;
 
 use std::sync::Arc;
 
 use rca_core::llm::{ChatModel, CompletionRequest, Message};
 use serde::{Deserialize, Serialize};
 
+pub use baseline::NewestChangeBaseline;
 pub use detection::{Detection, Detector, ModelDetector, PolicyDetector};
 pub use diagnosis::{Diagnoser, Diagnosis, FaultKind, ModelDiagnoser};
 pub use diagnosis_policy::PolicyDiagnoser;
+pub use hypotheses::{Family, Hypothesis};
 pub use mitigation::{Mitigator, ModelMitigator, Plan, PlanContext, PolicyMitigator};
 
 use super::environment::ReadAccess;
@@ -35,6 +40,31 @@ pub struct Feedback {
     pub outcome: String,
     /// The oracles' verdict on the visible state afterwards.
     pub oracle: Option<OracleVerdictView>,
+}
+
+impl Feedback {
+    /// Whether the attempt's transaction committed.
+    pub fn committed(&self) -> bool {
+        self.outcome == "committed"
+    }
+
+    /// The fixes spent: every fix that committed (its commands are in effect; running them
+    /// again changes nothing), and every fix tried since the last commit. A fix that was
+    /// undone or refused is not tried again on the state it failed on; once a later
+    /// transaction commits, that state is gone (a fault that masked another, or that the
+    /// fix revealed, may be mended since), and it may be tried once more.
+    pub fn spent(feedback: &[Feedback]) -> Vec<&[String]> {
+        let since = feedback
+            .iter()
+            .rposition(Feedback::committed)
+            .map_or(0, |i| i + 1);
+        feedback
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| *i >= since || f.committed())
+            .map(|(_, f)| f.commands.as_slice())
+            .collect()
+    }
 }
 
 /// A serialisable copy of an [`OracleVerdict`].
