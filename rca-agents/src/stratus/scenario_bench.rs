@@ -12,7 +12,9 @@ use rca_core::llm::ChatModel;
 use serde::Serialize;
 use tokio::sync::RwLock;
 
-use super::agents::{ModelDiagnoser, ModelMitigator, PolicyDetector};
+use super::agents::{
+    ModelDiagnoser, ModelMitigator, NewestChangeBaseline, PolicyDetector, PolicyMitigator,
+};
 use super::error::StratusError;
 use super::machine::Stratus;
 use super::severity::SeverityWeights;
@@ -25,6 +27,10 @@ use super::transaction::{Outcome, Tnr, TnrConfig};
 pub enum AgentSet {
     /// The deterministic policies.
     Deterministic,
+    /// The trivial baseline: undo the newest change made by others
+    /// ([`super::agents::NewestChangeBaseline`]), with the deterministic detection and
+    /// mitigation.
+    NewestChange,
     /// Model-backed diagnosis (with `reads` read commands per attempt) and mitigation. Detection
     /// stays the deterministic threshold on alerts: it is not what the benchmark compares,
     /// and a small model that cannot answer it in shape would end every run before the
@@ -42,6 +48,7 @@ impl AgentSet {
     pub fn name(&self) -> &'static str {
         match self {
             AgentSet::Deterministic => "deterministic",
+            AgentSet::NewestChange => "baseline-newest-change",
             AgentSet::Model { .. } => "model",
         }
     }
@@ -49,6 +56,11 @@ impl AgentSet {
     fn machine(&self) -> Stratus {
         match self {
             AgentSet::Deterministic => Stratus::default(),
+            AgentSet::NewestChange => Stratus::new(
+                Arc::new(PolicyDetector),
+                Arc::new(NewestChangeBaseline),
+                Arc::new(PolicyMitigator),
+            ),
             AgentSet::Model { model, reads } => Stratus::new(
                 Arc::new(PolicyDetector),
                 Arc::new(ModelDiagnoser::new(Arc::clone(model), *reads)),
@@ -67,6 +79,9 @@ pub struct AgentBenchConfig {
     pub run_timeout: Duration,
     /// Severity weights.
     pub weights: SeverityWeights,
+    /// Erase the change history of each faulty cluster before the agents arrive: an
+    /// environment that keeps no audit trail (deployments keep their rollout history).
+    pub without_history: bool,
 }
 
 impl Default for AgentBenchConfig {
@@ -75,6 +90,7 @@ impl Default for AgentBenchConfig {
             max_attempts: 10,
             run_timeout: Duration::from_secs(600),
             weights: SeverityWeights::default(),
+            without_history: false,
         }
     }
 }
@@ -84,6 +100,8 @@ impl Default for AgentBenchConfig {
 pub struct ScenarioRun {
     /// The scenario.
     pub scenario: String,
+    /// Its fault family (`-` when the file names none).
+    pub family: String,
     /// `deterministic` or `model`.
     pub agents: String,
     /// `tnr` or `no_undo`.
@@ -125,7 +143,11 @@ pub async fn run_scenario(
     undo: bool,
     config: &AgentBenchConfig,
 ) -> Result<ScenarioRun, StratusError> {
-    let env = Arc::new(RwLock::new(SimEnvironment::new(scenario.build()?)));
+    let mut cluster = scenario.build()?;
+    if config.without_history {
+        cluster.changes.clear();
+    }
+    let env = Arc::new(RwLock::new(SimEnvironment::new(cluster)));
     let tnr = Tnr::new(
         Arc::clone(&env),
         TnrConfig {
@@ -162,6 +184,7 @@ pub async fn run_scenario(
     let mitigated = scenario.verdict(env.read().await.cluster()).passed();
     Ok(ScenarioRun {
         scenario: scenario.name.clone(),
+        family: scenario.family.clone().unwrap_or_else(|| "-".into()),
         agents: agents.name().to_string(),
         mode: if undo { "tnr" } else { "no_undo" }.to_string(),
         mitigated,
@@ -233,8 +256,25 @@ pub struct BenchTotals {
 impl AgentBenchReport {
     /// Totals per (agents, mode), in the order first run.
     pub fn totals(&self) -> Vec<BenchTotals> {
+        Self::totals_of(self.runs.iter())
+    }
+
+    /// Totals per (family, agents, mode), families in name order.
+    pub fn family_totals(&self) -> Vec<(String, BenchTotals)> {
+        let families: std::collections::BTreeSet<&str> =
+            self.runs.iter().map(|r| r.family.as_str()).collect();
+        let mut out = Vec::new();
+        for f in families {
+            for t in Self::totals_of(self.runs.iter().filter(|r| r.family == f)) {
+                out.push((f.to_string(), t));
+            }
+        }
+        out
+    }
+
+    fn totals_of<'a>(runs: impl Iterator<Item = &'a ScenarioRun>) -> Vec<BenchTotals> {
         let mut out: Vec<BenchTotals> = Vec::new();
-        for r in &self.runs {
+        for r in runs {
             let t = match out
                 .iter_mut()
                 .find(|t| t.agents == r.agents && t.mode == r.mode)
@@ -274,8 +314,13 @@ impl AgentBenchReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "At most {} attempts per run. `no_undo`: the same agents, with transactions that commit whatever happens (no undo, no abort, no irreversibility check).\n",
-            self.config.max_attempts
+            "At most {} attempts per run{}. `no_undo`: the same agents, with transactions that commit whatever happens (no undo, no abort, no irreversibility check). `baseline-newest-change`: the trivial rule (put back the newest change made by others, then the next).\n",
+            self.config.max_attempts,
+            if self.config.without_history {
+                "; the change history erased before the agents arrive"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             s,
@@ -297,6 +342,28 @@ impl AgentBenchReport {
                 t.visible_crashes,
                 t.max_visible_ratio
             );
+        }
+        if self.runs.iter().any(|r| r.family != "-") {
+            let _ = writeln!(s, "\nPer fault family:\n");
+            let _ = writeln!(
+                s,
+                "| family | agents | mode | mitigated | transactions | aborts | visible crashes | max visible mu / mu(s0) |"
+            );
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+            for (f, t) in self.family_totals() {
+                let _ = writeln!(
+                    s,
+                    "| {f} | {} | {} | {} / {} | {} | {} | {} | {:.2} |",
+                    t.agents,
+                    t.mode,
+                    t.mitigated,
+                    t.scenarios,
+                    t.transactions,
+                    t.aborts,
+                    t.visible_crashes,
+                    t.max_visible_ratio
+                );
+            }
         }
         let _ = writeln!(s, "\nPer scenario:\n");
         let _ = writeln!(
@@ -390,6 +457,55 @@ mod tests {
             );
             assert_eq!(tnr.visible_crashes, 0, "{dir}");
             assert!(tnr.max_visible_ratio <= 1.0, "{dir}");
+        }
+    }
+
+    /// The goal on 200 generated scenarios (seed 1; families in the guide): the
+    /// deterministic agents under TNR mitigate at least 90%, with no visible crash and
+    /// visible severity never above its start, with the change history and without it; and
+    /// where agents err, the rows without undo show the rise that TNR prevents (the trivial
+    /// baseline with the history, the agents themselves without it).
+    #[tokio::test]
+    async fn generated_scenarios_meet_the_goal_and_undo_prevents_the_rise() {
+        let scenarios = crate::stratus::sim::generate::generate(1, 200).unwrap();
+        for without_history in [false, true] {
+            let config = AgentBenchConfig {
+                without_history,
+                ..AgentBenchConfig::default()
+            };
+            let report = run_agent_bench(
+                &scenarios,
+                &[AgentSet::Deterministic, AgentSet::NewestChange],
+                &config,
+                |_, _| {},
+            )
+            .await
+            .unwrap();
+            let totals = report.totals();
+            let row = |agents: &str, mode: &str| {
+                totals
+                    .iter()
+                    .find(|t| t.agents == agents && t.mode == mode)
+                    .unwrap()
+                    .clone()
+            };
+            let tnr = row("deterministic", "tnr");
+            assert!(tnr.mitigated * 10 >= tnr.scenarios * 9, "{}", report.markdown());
+            assert_eq!(tnr.visible_crashes, 0);
+            assert!(tnr.max_visible_ratio <= 1.0);
+            let erring = if without_history {
+                "deterministic"
+            } else {
+                "baseline-newest-change"
+            };
+            assert!(row(erring, "tnr").max_visible_ratio <= 1.0);
+            assert!(
+                row(erring, "no_undo").max_visible_ratio > 1.0,
+                "{}",
+                report.markdown()
+            );
+            let baseline = row("baseline-newest-change", "tnr");
+            assert!(baseline.mitigated < tnr.mitigated);
         }
     }
 }
