@@ -209,7 +209,7 @@ async fn faults_are_diagnosed_whatever_the_wording_of_their_logs() {
     use rca_core::seeded::SeededRng;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut rng = SeededRng::new(11);
-    let mut missed = Vec::new();
+    let mut missed: Vec<String> = Vec::new();
     let mut total = 0;
     for dir in ["builtin", "heldout", "unseen"] {
         for mut s in Scenario::from_dir(&root.join(dir)).unwrap() {
@@ -242,11 +242,6 @@ async fn faults_are_diagnosed_whatever_the_wording_of_their_logs() {
             }
         }
     }
-    // Known limit: with no history, a config value rejected by a rule that only the
-    // process's prose states (the words it accepts) is out of reach of shapes; the value
-    // that ran before is the only lead, and without a history there is none.
-    let known = ["unseen/eta-traffic-model-rejected (no history)"];
-    missed.retain(|m| !known.iter().any(|k| m.starts_with(k)));
     assert!(
         missed.is_empty(),
         "{} of {total} missed: {missed:#?}",

@@ -12,9 +12,7 @@ use rca_core::llm::ChatModel;
 use serde::Serialize;
 use tokio::sync::RwLock;
 
-use super::agents::{
-    ModelDiagnoser, ModelMitigator, NewestChangeBaseline, PolicyDetector, PolicyMitigator,
-};
+use super::agents::{ModelDiagnoser, ModelMitigator, NewestChangeBaseline, PolicyDetector};
 use super::error::StratusError;
 use super::machine::Stratus;
 use super::severity::SeverityWeights;
@@ -27,9 +25,9 @@ use super::transaction::{Outcome, Tnr, TnrConfig};
 pub enum AgentSet {
     /// The deterministic policies.
     Deterministic,
-    /// The trivial baseline: undo the newest change made by others
-    /// ([`super::agents::NewestChangeBaseline`]), with the deterministic detection and
-    /// mitigation.
+    /// The trivial baseline: put back the newest change made by others
+    /// ([`super::agents::NewestChangeBaseline`] diagnoses and mitigates), with the
+    /// deterministic detection.
     NewestChange,
     /// Model-backed diagnosis (with `reads` read commands per attempt) and mitigation. Detection
     /// stays the deterministic threshold on alerts: it is not what the benchmark compares,
@@ -59,7 +57,7 @@ impl AgentSet {
             AgentSet::NewestChange => Stratus::new(
                 Arc::new(PolicyDetector),
                 Arc::new(NewestChangeBaseline),
-                Arc::new(PolicyMitigator),
+                Arc::new(NewestChangeBaseline),
             ),
             AgentSet::Model { model, reads } => Stratus::new(
                 Arc::new(PolicyDetector),
@@ -462,9 +460,9 @@ mod tests {
 
     /// The goal on 200 generated scenarios (seed 1; families in the guide): the
     /// deterministic agents under TNR mitigate at least 90%, with no visible crash and
-    /// visible severity never above its start, with the change history and without it; and
-    /// where agents err, the rows without undo show the rise that TNR prevents (the trivial
-    /// baseline with the history, the agents themselves without it).
+    /// visible severity never above its start, with the change history and without it, and
+    /// beat the trivial baseline; where agents err (the baseline, with the history), the
+    /// rows without undo show the rise that TNR prevents.
     #[tokio::test]
     async fn generated_scenarios_meet_the_goal_and_undo_prevents_the_rise() {
         let scenarios = crate::stratus::sim::generate::generate(1, 200).unwrap();
@@ -490,22 +488,25 @@ mod tests {
                     .clone()
             };
             let tnr = row("deterministic", "tnr");
-            assert!(tnr.mitigated * 10 >= tnr.scenarios * 9, "{}", report.markdown());
-            assert_eq!(tnr.visible_crashes, 0);
-            assert!(tnr.max_visible_ratio <= 1.0);
-            let erring = if without_history {
-                "deterministic"
-            } else {
-                "baseline-newest-change"
-            };
-            assert!(row(erring, "tnr").max_visible_ratio <= 1.0);
             assert!(
-                row(erring, "no_undo").max_visible_ratio > 1.0,
+                tnr.mitigated * 10 >= tnr.scenarios * 9,
                 "{}",
                 report.markdown()
             );
+            assert_eq!(tnr.visible_crashes, 0);
+            assert!(tnr.max_visible_ratio <= 1.0);
             let baseline = row("baseline-newest-change", "tnr");
             assert!(baseline.mitigated < tnr.mitigated);
+            assert!(baseline.max_visible_ratio <= 1.0);
+            if !without_history {
+                // The baseline errs (it puts back harmless changes, some of which the load
+                // needed): without undo its visible severity rises.
+                assert!(
+                    row("baseline-newest-change", "no_undo").max_visible_ratio > 1.0,
+                    "{}",
+                    report.markdown()
+                );
+            }
         }
     }
 }

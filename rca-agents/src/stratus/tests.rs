@@ -736,3 +736,35 @@ async fn a_failed_diagnosis_costs_the_attempt_not_the_run() {
     assert!(report.diagnoses[0].reason.starts_with("no diagnosis"));
     assert!(report.resolved);
 }
+
+/// A model's bare diagnosis (a component and a fault, no hypotheses) is mitigated by the
+/// deterministic policy from the hypotheses the state supports, those about the named
+/// component first; here with no change history to put back.
+#[tokio::test]
+async fn a_models_bare_diagnosis_is_mitigated_from_the_state() {
+    let s = super::sim::scenarios::scenario("wrong-target-port").unwrap();
+    let mut c = s.build().unwrap();
+    c.changes.clear();
+    let env = Arc::new(RwLock::new(SimEnvironment::new(c)));
+    let diagnoser = ScriptedModel::from_texts(
+        "scripted-bare-diagnosis",
+        [
+            r#"{"diagnosis": {"component": "service/catalog", "fault": "wrong_target_port", "reason": "503s"}}"#,
+        ],
+    );
+    let tnr = Tnr::new(Arc::clone(&env), TnrConfig::default())
+        .await
+        .unwrap();
+    let machine = Stratus::new(
+        Arc::new(super::agents::PolicyDetector),
+        Arc::new(ModelDiagnoser::new(Arc::new(diagnoser), 0)),
+        Arc::new(super::agents::PolicyMitigator),
+    )
+    .with_max_attempts(1);
+    let report = machine.run(&tnr).await.unwrap();
+    assert!(report.resolved, "{:#?}", report.transactions);
+    assert_eq!(
+        report.transactions[0].commands,
+        vec![r#"patch service catalog -p '{"targetPort":3550}'"#.to_string()]
+    );
+}

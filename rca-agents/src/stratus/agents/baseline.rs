@@ -8,14 +8,34 @@ use async_trait::async_trait;
 use super::Feedback;
 use super::diagnosis::{Diagnoser, Diagnosis, FaultKind};
 use super::hypotheses::{Family, candidates};
+use super::mitigation::{Mitigator, Plan, PlanContext};
 use super::observed::Observed;
 use crate::stratus::environment::ReadAccess;
 use crate::stratus::error::StratusError;
 use crate::stratus::transaction::DEFAULT_MAX_COMMANDS;
 
-/// Diagnosis that blames the newest change made by others and proposes putting it back.
+/// Diagnosis that blames the newest change made by others, and mitigation that puts it back
+/// (the next one once it is spent); with no change left, no plan.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NewestChangeBaseline;
+
+#[async_trait]
+impl Mitigator for NewestChangeBaseline {
+    async fn plan(&self, _env: &dyn ReadAccess, ctx: &PlanContext) -> Result<Plan, StratusError> {
+        let spent = Feedback::spent(&ctx.feedback);
+        let commands = ctx
+            .diagnosis
+            .hypotheses
+            .iter()
+            .find(|h| !spent.contains(&h.fix.as_slice()) && h.fix.len() <= ctx.max_commands)
+            .map(|h| h.fix.clone())
+            .unwrap_or_default();
+        Ok(Plan {
+            rationale: "put back the newest change made by others".into(),
+            commands,
+        })
+    }
+}
 
 #[async_trait]
 impl Diagnoser for NewestChangeBaseline {

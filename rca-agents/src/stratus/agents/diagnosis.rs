@@ -113,13 +113,6 @@ pub(crate) fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-pub(crate) fn backticked(s: &str) -> Option<&str> {
-    let a = s.find('`')?;
-    let rest = &s[a + 1..];
-    let b = rest.find('`')?;
-    Some(&rest[..b])
-}
-
 /// Diagnosis by a chat model, which may run read-only commands first. Each turn it answers
 /// `{"command": "get pods -o json"}` to read, or
 /// `{"diagnosis": {"component": "deployment/x", "fault": "bad_image", "reason": "..."}}`.

@@ -52,11 +52,6 @@ impl Builder<'_> {
             let mut proposed = BTreeSet::new();
             for line in lines {
                 let toks = tokens(line);
-                let numbers: Vec<String> = toks
-                    .iter()
-                    .filter(|t| is_number(t))
-                    .map(|t| t.to_string())
-                    .collect();
                 for t in &toks {
                     let (map, current, missing) = match held.get(*t) {
                         Some((m, v)) => (m.clone(), v.clone(), false),
@@ -66,8 +61,7 @@ impl Builder<'_> {
                         },
                         None => continue,
                     };
-                    let mut values = elsewhere(t, &current);
-                    values.extend(numbers.iter().filter(|n| **n != current).cloned());
+                    let values = value_candidates(t, &current, &toks, elsewhere(t, &current));
                     for v in values {
                         if !proposed.insert((t.to_string(), v.clone())) {
                             continue;
@@ -84,7 +78,7 @@ impl Builder<'_> {
                             Family::Config,
                             fault,
                             component.clone(),
-                            format!("the log of {dep} {what} `{t}` (config map {map}); value {v} is seen elsewhere"),
+                            format!("the log of {dep} {what} `{t}` (config map {map}); candidate value {v}"),
                             vec![fix],
                         );
                     }
@@ -100,4 +94,51 @@ fn key_shaped(line: &str, t: &str) -> bool {
     !is_number(t)
         && (quoted_tokens(line).contains(&t)
             || (t.contains('_') || t.contains('.')) && t.chars().any(|c| c.is_ascii_alphabetic()))
+}
+
+/// Most values tried for one key.
+const MAX_VALUES_PER_KEY: usize = 6;
+
+/// Values to try for `key`, most likely first: the values the same key has elsewhere; the
+/// current value with what cannot belong to a plain value taken out (symbols, case, a
+/// percent as a fraction, a sign); the numbers its log line states; then the line's other
+/// words, closest to the current value first.
+fn value_candidates(
+    key: &str,
+    current: &str,
+    line: &[&str],
+    elsewhere: Vec<String>,
+) -> Vec<String> {
+    let mut out: Vec<String> = elsewhere;
+    if !current.is_empty() {
+        let plain: String = current
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+            .collect();
+        out.push(plain.clone());
+        out.push(plain.to_ascii_lowercase());
+        if let Some(pct) = current.strip_suffix('%')
+            && let Ok(v) = pct.trim().parse::<f64>()
+        {
+            out.push(format!("{}", v / 100.0));
+        }
+        if let Some(abs) = current.strip_prefix('-')
+            && is_number(abs)
+        {
+            out.push(abs.to_string());
+        }
+    }
+    out.extend(line.iter().filter(|t| is_number(t)).map(|t| t.to_string()));
+    let lower = current.to_ascii_lowercase();
+    let mut words: Vec<&str> = line
+        .iter()
+        .copied()
+        .filter(|t| t.len() >= 2 && *t != key && !is_number(t) && !key_shaped("", t))
+        .collect();
+    words.sort_by_key(|w| super::shapes::edit_distance(&w.to_ascii_lowercase(), &lower));
+    out.extend(words.into_iter().map(str::to_string));
+    let mut seen = BTreeSet::new();
+    out.retain(|v| !v.is_empty() && v != current && seen.insert(v.clone()));
+    out.truncate(MAX_VALUES_PER_KEY);
+    out
 }
