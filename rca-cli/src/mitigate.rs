@@ -502,9 +502,20 @@ async fn agent_bench(b: AgentBenchArgs) -> anyhow::Result<()> {
             b.max_attempts,
             path.display()
         );
+        let what = match b.generated {
+            Some(k) => format!(
+                "{k} generated scenarios (seed {}). A demonstration of the mechanism, not of generalisation: the generator and the hypothesis families were written by the same team on the same manifest model (docs/guides/stratus.md); the trivial baseline is in the table.",
+                b.seed
+            ),
+            None => format!("{} scenario files.", scenarios.len()),
+        };
         let body = format!(
-            "## STRATUS agents on the scenarios of `{label}`\n\n{} scenario files.{provenance}\n\n{}",
-            scenarios.len(),
+            "## STRATUS agents on the scenarios of `{label}`{}\n\n{what}{provenance}\n\n{}",
+            if b.without_history {
+                ", the change history erased"
+            } else {
+                ""
+            },
             report.markdown()
         );
         rca_eval::docs::write_section(&path, &section, &command, &body)?;

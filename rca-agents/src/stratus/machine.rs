@@ -52,6 +52,9 @@ pub struct RunReport {
     pub paths: MuPaths,
     /// Whether the oracles passed at the end.
     pub resolved: bool,
+    /// Why the run stopped before its attempts ran out (the wall-time budget), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// The machine and its agents.
@@ -60,6 +63,7 @@ pub struct Stratus {
     diagnoser: Arc<dyn Diagnoser>,
     mitigator: Arc<dyn Mitigator>,
     max_attempts: usize,
+    wall_time: Option<std::time::Duration>,
 }
 
 impl Default for Stratus {
@@ -84,12 +88,20 @@ impl Stratus {
             diagnoser,
             mitigator,
             max_attempts: 10,
+            wall_time: None,
         }
     }
 
     /// Sets the attempt budget.
     pub fn with_max_attempts(mut self, n: usize) -> Self {
         self.max_attempts = n.max(1);
+        self
+    }
+
+    /// Sets a wall-time budget: no attempt starts once it is spent (a transaction under
+    /// way finishes, so the system is never left inside one).
+    pub fn with_wall_time(mut self, budget: std::time::Duration) -> Self {
+        self.wall_time = Some(budget);
         self
     }
 
@@ -105,6 +117,7 @@ impl Stratus {
             feedback: Vec::new(),
             paths: MuPaths::default(),
             resolved: false,
+            stopped: None,
         };
         let detection = self.detector.detect(env).await?;
         let incident = detection.incident;
@@ -115,7 +128,18 @@ impl Stratus {
             report.paths = tnr.paths();
             return Ok(report);
         }
+        let started = std::time::Instant::now();
         for attempt in 1..=self.max_attempts {
+            if let Some(budget) = self.wall_time
+                && started.elapsed() >= budget
+            {
+                report.stopped = Some(format!(
+                    "wall-time budget of {:.1} s spent after {} attempt(s)",
+                    budget.as_secs_f64(),
+                    attempt - 1
+                ));
+                break;
+            }
             report.phases.push(Phase::Diagnose);
             // A diagnosis that fails (a model that never answers in shape, a model backend
             // that times out) costs this attempt, not the run: the mitigation agent plans
@@ -223,5 +247,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_spent_wall_time_starts_no_attempt() {
+        let s = &builtin().unwrap()[0];
+        let env = Arc::new(RwLock::new(SimEnvironment::new(s.build().unwrap())));
+        let tnr = Tnr::new(env, TnrConfig::default()).await.unwrap();
+        let report = Stratus::default()
+            .with_wall_time(std::time::Duration::ZERO)
+            .run(&tnr)
+            .await
+            .unwrap();
+        assert!(!report.resolved);
+        assert!(report.transactions.is_empty());
+        assert!(report.stopped.unwrap().contains("wall-time"));
     }
 }

@@ -131,6 +131,9 @@ pub struct AgentBenchReport {
     pub runs: Vec<ScenarioRun>,
 }
 
+/// The most runs the per-scenario table lists in full.
+const MAX_LISTED_RUNS: usize = 120;
+
 /// The two modes: TNR, and the same agents with no undo.
 const MODES: [(&str, bool); 2] = [("tnr", true), ("no_undo", false)];
 
@@ -363,13 +366,27 @@ impl AgentBenchReport {
                 );
             }
         }
-        let _ = writeln!(s, "\nPer scenario:\n");
+        // Past this many runs, only those that did not mitigate or aborted are listed.
+        let all = self.runs.len() <= MAX_LISTED_RUNS;
+        let _ = writeln!(
+            s,
+            "\n{}\n",
+            if all {
+                "Per scenario:"
+            } else {
+                "Runs that did not mitigate or aborted a transaction (every other run mitigated with no abort):"
+            }
+        );
         let _ = writeln!(
             s,
             "| scenario | agents | mode | mitigated | steps | transactions | without a transaction | aborts | visible crashes | max ratio | ended early |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
-        for r in &self.runs {
+        for r in self
+            .runs
+            .iter()
+            .filter(|r| all || !r.mitigated || r.aborts > 0)
+        {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} |",
