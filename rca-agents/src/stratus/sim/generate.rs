@@ -525,51 +525,28 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
                 &name,
             )
         }
-        "memory-limit" => {
+        "memory-limit" | "cpu-limit" => {
+            // The limit below what the process needs: half its memory, or a quarter of its
+            // CPU (throttled, not killed).
             let need = app
                 .cluster
                 .registry
-                .get(&format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1))?
-                .memory_mi;
-            let limit = app
-                .cluster
-                .deployments
-                .get(&name)?
-                .template
-                .resources
-                .memory_mi;
+                .get(&format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1))?;
+            let limit = app.cluster.deployments.get(&name)?.template.resources;
+            let (low, back) = if family == "memory-limit" {
+                (
+                    format!("memory={}Mi", (need.memory_mi / 2).max(16)),
+                    format!("memory={}Mi", limit.memory_mi),
+                )
+            } else {
+                (
+                    format!("cpu={}m", (need.cpu_milli / 4).max(10)),
+                    format!("cpu={}m", limit.cpu_milli),
+                )
+            };
             one(
-                vec![format!(
-                    "set resources deployment/{name} --limits=memory={}Mi",
-                    (need / 2).max(16)
-                )],
-                vec![format!(
-                    "set resources deployment/{name} --limits=memory={limit}Mi"
-                )],
-                &name,
-            )
-        }
-        "cpu-limit" => {
-            let need = app
-                .cluster
-                .registry
-                .get(&format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1))?
-                .cpu_milli;
-            let limit = app
-                .cluster
-                .deployments
-                .get(&name)?
-                .template
-                .resources
-                .cpu_milli;
-            one(
-                vec![format!(
-                    "set resources deployment/{name} --limits=cpu={}m",
-                    (need / 4).max(10)
-                )],
-                vec![format!(
-                    "set resources deployment/{name} --limits=cpu={limit}m"
-                )],
+                vec![format!("set resources deployment/{name} --limits={low}")],
+                vec![format!("set resources deployment/{name} --limits={back}")],
                 &name,
             )
         }
