@@ -155,6 +155,26 @@ async fn each_family_finds_and_fixes_its_fault_without_a_history() {
     }
 }
 
+/// Requests that fit no node: the placement family lowers them to the roomiest node's free
+/// room (no history to put back).
+#[tokio::test]
+async fn requests_that_fit_no_node_are_lowered_to_fit() {
+    let mut s = scenario("cpu-throttling").unwrap().clone();
+    s.name = "requests-fit-nowhere".into();
+    s.fault = vec!["set resources deployment/catalog --limits=cpu=6000m".into()];
+    s.fix = vec!["set resources deployment/catalog --limits=cpu=300m".into()];
+    let s = Scenario::from_yaml(&s.to_yaml().unwrap(), "test").unwrap();
+    let c = without_history(&s);
+    let hs = ranked(&c).await;
+    assert!(
+        hs.iter()
+            .any(|h| h.family == Family::Placement && h.fix[0].contains("--limits=cpu=")),
+        "{hs:#?}"
+    );
+    let (passed, faults) = mitigate(&s, c).await;
+    assert!(passed, "{faults:?}");
+}
+
 /// With a history, the change the fault made is a hypothesis whose fix alone cures
 /// every built-in scenario whose fault lines are all writes.
 #[tokio::test]

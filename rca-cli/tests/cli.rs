@@ -1402,24 +1402,24 @@ fn mitigate_generate_writes_checked_files_and_never_overwrites() {
     let dir = tmp.path().join("generated");
     let run = |args: &[&str]| rca().args(args).output().unwrap();
     let d = dir.to_str().unwrap();
-    let out = run(&["mitigate", "generate", "--seed", "3", "--count", "19", d]);
+    let out = run(&["mitigate", "generate", "--seed", "3", "--count", "20", d]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-    assert_eq!(files.len(), 19);
+    assert_eq!(files.len(), 20);
     let out = run(&["mitigate", "check", d]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let again = run(&["mitigate", "generate", "--seed", "3", "--count", "19", d]);
+    let again = run(&["mitigate", "generate", "--seed", "3", "--count", "20", d]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 19);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 20);
     let out = run(&["mitigate", "bench", "--scenario-dir", d, "--first", "2"]);
     assert!(
         out.status.success(),

@@ -53,6 +53,8 @@ pub enum FaultKind {
     Overload,
     /// An object changed before the incident (by someone other than the agents).
     RecentChange,
+    /// Pods request more CPU or memory than any schedulable node has free.
+    RequestsTooLarge,
     /// Nothing recognised.
     Unknown,
 }

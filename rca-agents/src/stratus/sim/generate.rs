@@ -23,7 +23,7 @@ use super::wording::{LogLine, LogWording};
 use crate::stratus::error::StratusError;
 
 /// The fault families, one per kind of object and relation of the manifest model.
-pub const FAMILIES: [&str; 19] = [
+pub const FAMILIES: [&str; 20] = [
     "service-selector",
     "service-target-port",
     "image-listen-port",
@@ -37,6 +37,7 @@ pub const FAMILIES: [&str; 19] = [
     "cpu-limit",
     "replicas",
     "node-selector",
+    "requests-too-large",
     "node-not-ready",
     "node-drained",
     "pod-hung",
@@ -566,6 +567,27 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
             )],
             &name,
         ),
+        "requests-too-large" => {
+            // Requests above what any node can offer: the pods wait for a node forever.
+            let most = app.cluster.nodes.values().map(|n| n.cpu_milli).max()?;
+            let limit = app
+                .cluster
+                .deployments
+                .get(&name)?
+                .template
+                .resources
+                .cpu_milli;
+            one(
+                vec![format!(
+                    "set resources deployment/{name} --limits=cpu={}m",
+                    most + 500 * (1 + rng.below(4) as u32)
+                )],
+                vec![format!(
+                    "set resources deployment/{name} --limits=cpu={limit}m"
+                )],
+                &name,
+            )
+        }
         "node-not-ready" => {
             // A node whose pods keep no data, so moving them off loses nothing.
             let candidates: Vec<&String> = app

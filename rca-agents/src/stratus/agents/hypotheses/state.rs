@@ -105,7 +105,72 @@ impl Builder<'_> {
                     fix.into_iter().collect(),
                 );
             }
+            self.requests_that_fit_nowhere(dep);
         }
+    }
+
+    /// A deployment whose pods request more CPU or memory than any ready, schedulable node
+    /// has free: its requests (limits, here) lowered to what the roomiest node can take.
+    fn requests_that_fit_nowhere(&mut self, dep: &str) {
+        let o = self.o;
+        let Some(d) = o.deployment(dep) else { return };
+        let cpu = d
+            .pointer("/template/resources/cpu_milli")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let mem = d
+            .pointer("/template/resources/memory_mi")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let free = |n: &Value, k: &str| {
+            n.pointer(&format!("/free/{k}"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let nodes: Vec<&Value> = o
+            .nodes
+            .iter()
+            .filter(|n| is_true(n, "ready") && !is_true(n, "unschedulable"))
+            .collect();
+        if nodes
+            .iter()
+            .any(|n| free(n, "cpu_milli") >= cpu && free(n, "memory_mi") >= mem)
+        {
+            return;
+        }
+        let Some(roomiest) = nodes
+            .iter()
+            .max_by_key(|n| (free(n, "cpu_milli").min(cpu), free(n, "memory_mi").min(mem)))
+        else {
+            return;
+        };
+        let (fit_cpu, fit_mem) = (
+            free(roomiest, "cpu_milli").min(cpu),
+            free(roomiest, "memory_mi").min(mem),
+        );
+        if fit_cpu == 0 || fit_mem == 0 {
+            return;
+        }
+        let mut limits = Vec::new();
+        if fit_cpu < cpu {
+            limits.push(format!("cpu={fit_cpu}m"));
+        }
+        if fit_mem < mem {
+            limits.push(format!("memory={fit_mem}Mi"));
+        }
+        self.push(
+            Family::Placement,
+            FaultKind::RequestsTooLarge,
+            format!("deployment/{dep}"),
+            format!(
+                "pods of {dep} request {cpu}m and {mem}Mi; no ready node has that much free ({} has {fit_cpu}m, {fit_mem}Mi)",
+                str_of(roomiest, "name")
+            ),
+            vec![format!(
+                "set resources deployment/{dep} --limits={}",
+                limits.join(",")
+            )],
+        );
     }
 
     pub(super) fn resources(&mut self) {
