@@ -114,15 +114,34 @@ impl WebhookPayload {
         if !self.group_key.is_empty() {
             return vec![self.clone()];
         }
+        // The envelope is copied once without its alerts, then once per alert: linear in
+        // the payload, not in alerts times payload.
+        let envelope = self.clone_envelope();
         self.alerts
             .iter()
             .map(|alert| {
-                let mut one = self.clone();
+                let mut one = envelope.clone();
                 one.status = alert.status.clone();
                 one.alerts = vec![alert.clone()];
                 one
             })
             .collect()
+    }
+
+    /// Everything but the alerts.
+    fn clone_envelope(&self) -> WebhookPayload {
+        WebhookPayload {
+            version: self.version.clone(),
+            group_key: self.group_key.clone(),
+            truncated_alerts: self.truncated_alerts,
+            status: self.status.clone(),
+            receiver: self.receiver.clone(),
+            group_labels: self.group_labels.clone(),
+            common_labels: self.common_labels.clone(),
+            common_annotations: self.common_annotations.clone(),
+            external_url: self.external_url.clone(),
+            alerts: Vec::new(),
+        }
     }
 
     /// Parses and validates a request body.

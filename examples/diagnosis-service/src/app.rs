@@ -111,6 +111,17 @@ async fn receive(
         }
         Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
+    // A notification that reports more groups than the whole inbox holds could never be
+    // accepted: refused before any per-group work (a report id, a store read each).
+    let capacity = state.inbox.capacity();
+    let groups = if payload.group_key.is_empty() {
+        payload.alerts.len()
+    } else {
+        1
+    };
+    if groups > capacity {
+        return too_large(groups, capacity);
+    }
     // One report per alert group: a firing group is queued under its id (one bad alert
     // refuses the notification whole); a resolved one is recorded after the admission. The
     // inbox and the records keep the alerts redacted, as the reports are.
@@ -181,6 +192,9 @@ async fn receive(
                 state.retry_after,
             );
         }
+        Ok(Admission::TooLarge { groups, capacity }) => {
+            return too_large(groups, capacity);
+        }
         Err(e) => {
             return retry_later(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -237,6 +251,16 @@ async fn receive(
         StatusCode::ACCEPTED
     };
     (status, Json(body)).into_response()
+}
+
+/// 413: a notification that can never fit; Alertmanager does not retry a 4xx other than 429.
+fn too_large(groups: usize, capacity: usize) -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the notification reports {groups} alert groups; the inbox holds at most {capacity} (max_queued): send them in smaller notifications (Alertmanager's max_alerts, or group_by) or raise max_queued"
+        ),
+    )
 }
 
 /// Records the resolution of each resolved group whose report the service knows (stored,

@@ -12,6 +12,9 @@ use rca_tools::sources::{
 };
 use serde::Deserialize;
 
+/// The longest look-back window a configuration may ask for, minutes (a week).
+pub const MAX_LOOKBACK_MINUTES: i64 = 7 * 24 * 60;
+
 /// Why the service cannot start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -374,9 +377,14 @@ impl ServiceConfig {
     }
 
     /// Checks every value but `[data]` (for a host that opens its own [`Sources`]).
+    /// `lookback_minutes` is at most [`MAX_LOOKBACK_MINUTES`], so its milliseconds never
+    /// overflow into a window that ends before it starts.
     pub fn validate_limits(&self) -> Result<(), String> {
-        if self.lookback_minutes <= 0 {
-            return Err("`lookback_minutes` must be positive, e.g. 60".into());
+        if self.lookback_minutes <= 0 || self.lookback_minutes > MAX_LOOKBACK_MINUTES {
+            return Err(format!(
+                "`lookback_minutes` = {} must be positive and at most {MAX_LOOKBACK_MINUTES} (a week), e.g. 60",
+                self.lookback_minutes
+            ));
         }
         if self.current_minutes <= 0 || self.current_minutes > self.lookback_minutes {
             return Err(format!(
@@ -587,6 +595,20 @@ fn prometheus(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overflowing_lookback_is_refused() {
+        let mut c = ServiceConfig::new("store");
+        c.lookback_minutes = i64::MAX;
+        let e = c.validate_limits().unwrap_err();
+        assert!(
+            e.contains("lookback_minutes") && e.contains("a week"),
+            "{e}"
+        );
+        c.lookback_minutes = MAX_LOOKBACK_MINUTES;
+        c.current_minutes = 5;
+        assert!(c.validate_limits().is_ok());
+    }
 
     #[test]
     fn postgres_settings_are_read_and_checked() {

@@ -93,6 +93,14 @@ pub enum Admission {
         /// The inbox's capacity.
         capacity: usize,
     },
+    /// The notification brings more new alert groups than the whole inbox holds: it could
+    /// never be accepted, so it is refused in full (not retried).
+    TooLarge {
+        /// New groups it brings.
+        groups: usize,
+        /// The inbox's capacity.
+        capacity: usize,
+    },
 }
 
 /// The state of one id, for `GET /reports/{id}`.
@@ -126,6 +134,43 @@ pub struct Inbox {
 
 /// The receiving end the workers share.
 pub type Queue = Arc<Mutex<mpsc::UnboundedReceiver<Entry>>>;
+
+/// The lock file in a store's directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// How long a starting service waits for the lock of a store whose previous holder is
+/// still going away (a restart in place), before it refuses to start.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes a store's lock (an advisory lock on [`LOCK_FILE`] in `dir`, released when the file
+/// is dropped or its process ends, even by a crash): a second service on the same store is
+/// refused at its start, after waiting at most [`LOCK_WAIT`] for a holder going away.
+pub async fn lock_store(dir: &Path) -> Result<std::fs::File, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io_error(&path, e))?;
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(io_error(
+                    &path,
+                    "another diagnosis service holds this store's lock; give each service its \
+                     own store_dir, or share one PostgreSQL database between them",
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&path, e)),
+        }
+    }
+}
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Io {
@@ -297,12 +342,15 @@ impl Inbox {
                 fresh.push(entry);
             }
         }
-        // A notification larger than the whole inbox is let in when the inbox is empty, or it
-        // could never be accepted.
-        if !fresh.is_empty()
-            && !state.pending.is_empty()
-            && state.pending.len() + fresh.len() > self.capacity
-        {
+        // A notification larger than the whole inbox could never be accepted: refused in
+        // full, whatever the inbox holds now.
+        if fresh.len() > self.capacity {
+            return Ok(Admission::TooLarge {
+                groups: fresh.len(),
+                capacity: self.capacity,
+            });
+        }
+        if !fresh.is_empty() && state.pending.len() + fresh.len() > self.capacity {
             return Ok(Admission::Full {
                 capacity: self.capacity,
             });
@@ -441,6 +489,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn one_store_has_one_service() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_store(dir.path()).await.unwrap();
+        let second = lock_store(dir.path()).await.unwrap_err();
+        assert!(
+            second.to_string().contains("another diagnosis service"),
+            "{second}"
+        );
+        drop(first);
+        assert!(lock_store(dir.path()).await.is_ok());
+    }
+
+    #[tokio::test]
     async fn accepted_entries_survive_a_restart_and_the_capacity_refuses_whole() {
         let dir = tempfile::tempdir().unwrap();
         let (inbox, _queue, recovered) = Inbox::open(dir.path(), 2).await.unwrap();
@@ -519,11 +580,15 @@ mod tests {
                 duplicates: vec!["b".into()]
             }
         );
-        // A notification larger than the inbox is let in when the inbox is empty.
+        // A notification larger than the whole inbox is refused in full, even when the
+        // inbox is empty: it could never be accepted.
         let many: Vec<Entry> = ["x", "y", "z"].iter().map(|i| entry(i)).collect();
-        assert!(matches!(
+        assert_eq!(
             third.admit(many, &none).await.unwrap(),
-            Admission::Queued { accepted, .. } if accepted.len() == 3
-        ));
+            Admission::TooLarge {
+                groups: 3,
+                capacity: 2
+            }
+        );
     }
 }

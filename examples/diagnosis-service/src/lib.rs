@@ -59,6 +59,8 @@ pub const INBOX_DIR: &str = "inbox";
 /// A started service: its router and the workers that drain its queue.
 #[derive(Debug)]
 pub struct Service {
+    /// The store's lock (file mode): one store, one running service.
+    _store_lock: Option<std::fs::File>,
     router: axum::Router,
     inbox: SharedQueue,
     store: ReportStore,
@@ -74,6 +76,8 @@ struct Backends {
     recovered: usize,
     /// `None` with `memory = false`.
     memory: Option<memory::SharedMemory>,
+    /// The store directory's lock (file mode; PostgreSQL shares one store on purpose).
+    lock: Option<std::fs::File>,
 }
 
 /// The backends in `store_dir`.
@@ -111,6 +115,7 @@ async fn open_backends(
         queue: Arc::new(queue),
         recovered,
         memory,
+        lock: None,
     })
 }
 
@@ -118,6 +123,13 @@ async fn open_files(
     config: &ServiceConfig,
     redactor: &rca_llm::redact::Redactor,
 ) -> Result<Backends, StoreError> {
+    tokio::fs::create_dir_all(&config.store_dir)
+        .await
+        .map_err(|e| StoreError::Io {
+            path: config.store_dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+    let lock = inbox::lock_store(&config.store_dir).await?;
     let (queue, recovered) =
         FileQueue::open(&config.store_dir.join(INBOX_DIR), config.max_queued).await?;
     let memory = if config.uses_memory() {
@@ -136,6 +148,7 @@ async fn open_files(
         queue: Arc::new(queue),
         recovered,
         memory,
+        lock: Some(lock),
     })
 }
 
@@ -154,7 +167,12 @@ impl Service {
             diagnoser = diagnoser.with_memory(memory);
         }
         let diagnoser = Arc::new(diagnoser);
-        let (store, inbox, recovered) = (backends.store, backends.queue, backends.recovered);
+        let (store, inbox, recovered, lock) = (
+            backends.store,
+            backends.queue,
+            backends.recovered,
+            backends.lock,
+        );
         let retry_after = Duration::from_secs(config.retry_after_seconds);
         let workers = Workers::spawn(
             config.max_concurrent,
@@ -184,6 +202,7 @@ impl Service {
             routes = routes.merge(rca_tools::otlp::router(Arc::new(intake)));
         }
         Ok(Service {
+            _store_lock: lock,
             router: routes,
             inbox,
             store,

@@ -185,9 +185,15 @@ impl AlertQueue for PgQueue {
                 duplicates,
             });
         }
+        // A notification larger than the whole queue could never be accepted.
+        if fresh.len() > self.capacity {
+            return Ok(Admission::TooLarge {
+                groups: fresh.len(),
+                capacity: self.capacity,
+            });
+        }
         let pending = self.pending().await?;
-        // A notification larger than the whole queue is let in when the queue is empty.
-        if pending > 0 && pending + fresh.len() > self.capacity {
+        if pending + fresh.len() > self.capacity {
             return Ok(Admission::Full {
                 capacity: self.capacity,
             });

@@ -88,7 +88,8 @@ pub trait AlertQueue: std::fmt::Debug + Send + Sync {
 
     /// Admits `entries` (distinct ids): those waiting, running, failed or already reported
     /// are duplicates; the new ones are accepted all or none. [`Admission::Full`] when the
-    /// queue holds `capacity` groups and the notification brings new ones.
+    /// queue has no room for the new ones; [`Admission::TooLarge`] when they are more than
+    /// `capacity` (they could never be accepted).
     async fn admit(
         &self,
         entries: Vec<Entry>,

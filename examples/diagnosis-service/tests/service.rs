@@ -1086,3 +1086,41 @@ mod otlp {
         service.stop(Duration::from_secs(5)).await;
     }
 }
+
+/// A notification that reports more alert groups than the whole inbox holds is refused in
+/// full with 413 and an exact answer (not let in because the inbox happens to be empty), and
+/// the inbox is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_larger_than_the_inbox_is_refused_whole() {
+    let mut server = start(1, 2, None, None).await;
+    let url = format!("{}/alerts", server.base);
+    let alerts: Vec<String> = (0..300)
+        .map(|i| {
+            format!(
+                r#"{{"status":"firing","labels":{{"alertname":"A{i}","service":"web"}},"annotations":{{}},"startsAt":"{START}","fingerprint":"{i}"}}"#
+            )
+        })
+        .collect();
+    let body = format!(
+        r#"{{"version":"4","status":"firing","receiver":"rca","alerts":[{}]}}"#,
+        alerts.join(",")
+    );
+    let refused = post_to(&url, body).await;
+    assert_eq!(refused.status(), 413);
+    let json: serde_json::Value = refused.json().await.unwrap();
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("300 alert groups") && message.contains("at most 2"),
+        "{message}"
+    );
+    // Nothing of it was accepted: the inbox still takes a notification of its size.
+    let ok = post_to(&url, payload("4", 1)).await;
+    assert_eq!(ok.status(), 202);
+    server.stop.take().unwrap().send(()).unwrap();
+    server
+        .service
+        .take()
+        .unwrap()
+        .stop(Duration::from_secs(10))
+        .await;
+}

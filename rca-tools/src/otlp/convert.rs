@@ -378,6 +378,8 @@ impl<'m> MetricConversion<'m> {
         c
     }
 
+    /// Keeps a finite point; a NaN or infinite one is rejected and counted (an exporter's
+    /// partial-success answer says how many, and why the first was).
     fn sample(&mut self, component: &str, metric: String, t: Timestamp, value: f64) {
         if value.is_finite() {
             self.batch.metrics.push(MetricSample {
@@ -386,6 +388,10 @@ impl<'m> MetricConversion<'m> {
                 metric,
                 value,
                 labels: BTreeMap::new(),
+            });
+        } else {
+            self.batch.reject(|| {
+                format!("metric {metric} of {component}: the value {value} is not a finite number")
             });
         }
     }
@@ -691,6 +697,31 @@ mod tests {
         assert_eq!(c.batch.metrics.len(), 1);
         assert_eq!(c.batch.rejected, 1);
         assert!(c.batch.rejection.unwrap().contains("too many series"));
+    }
+
+    #[test]
+    fn points_that_are_not_finite_numbers_are_rejected_and_counted() {
+        let memory = SeriesMemory::new(10);
+        let point = |t: u64, v: f64| NumberDataPoint {
+            time_unix_nano: t,
+            value: Some(number_data_point::Value::AsDouble(v)),
+            ..Default::default()
+        };
+        let gauge = Metric {
+            name: "queue".into(),
+            data: Some(Data::Gauge(Gauge {
+                data_points: vec![
+                    point(T0, f64::NAN),
+                    point(T0 + 10 * S, f64::INFINITY),
+                    point(T0 + 20 * S, 3.0),
+                ],
+            })),
+            ..Default::default()
+        };
+        let c = MetricConversion::run(&memory, &export(vec![gauge]));
+        assert_eq!(c.batch.metrics.len(), 1);
+        assert_eq!(c.batch.rejected, 2);
+        assert!(c.batch.rejection.unwrap().contains("not a finite number"));
     }
 
     #[test]
