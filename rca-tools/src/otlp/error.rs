@@ -43,6 +43,13 @@ pub enum OtlpError {
         /// What happened.
         message: String,
     },
+    /// As many requests as the intake decodes at once are being decoded: retry later (the
+    /// refusal of the Collector's memory limiter, before any memory is spent on the body).
+    #[error("busy: {limit} export requests are being decoded; retry later")]
+    Busy {
+        /// The most requests decoded at once.
+        limit: usize,
+    },
 }
 
 impl OtlpError {
@@ -53,14 +60,17 @@ impl OtlpError {
             OtlpError::UnsupportedMediaType { .. } => 415,
             OtlpError::TooLarge { .. } => 413,
             OtlpError::StoreFull { .. } => 507,
-            OtlpError::StoreUnavailable { .. } => 503,
+            OtlpError::StoreUnavailable { .. } | OtlpError::Busy { .. } => 503,
         }
     }
 
     /// Whether the sender may send the same request again later (OTLP/HTTP retries 503 with
     /// its `Retry-After`).
     pub fn retryable(&self) -> bool {
-        matches!(self, OtlpError::StoreUnavailable { .. })
+        matches!(
+            self,
+            OtlpError::StoreUnavailable { .. } | OtlpError::Busy { .. }
+        )
     }
 
     /// The gRPC status code of the `google.rpc.Status` body (3 invalid argument, 8 resource
@@ -69,7 +79,7 @@ impl OtlpError {
         match self {
             OtlpError::BadRequest { .. } | OtlpError::UnsupportedMediaType { .. } => 3,
             OtlpError::TooLarge { .. } | OtlpError::StoreFull { .. } => 8,
-            OtlpError::StoreUnavailable { .. } => 14,
+            OtlpError::StoreUnavailable { .. } | OtlpError::Busy { .. } => 14,
         }
     }
 }

@@ -69,10 +69,18 @@ async fn export(intake: Arc<OtlpIntake>, signal: Signal, req: Request) -> Respon
         Ok(b) => b,
         Err(error) => return reply(intake.refuse(&error, content_type.as_deref())),
     };
+    // At most `max_concurrent_decodes` bodies are decoded at once; past that the sender is
+    // told to retry, before any memory is spent on decoding.
+    let permit = match intake.decode_permit() {
+        Ok(p) => p,
+        Err(error) => return reply(intake.refuse(&error, content_type.as_deref())),
+    };
     let worker = Arc::clone(&intake);
     let ct = content_type.clone();
     let done = tokio::task::spawn_blocking(move || {
-        worker.receive(signal, ct.as_deref(), content_encoding.as_deref(), &bytes)
+        let reply = worker.receive(signal, ct.as_deref(), content_encoding.as_deref(), &bytes);
+        drop(permit);
+        reply
     })
     .await;
     match done {

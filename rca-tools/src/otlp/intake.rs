@@ -28,6 +28,10 @@ pub struct OtlpLimits {
     pub max_decoded_bytes: usize,
     /// The most cumulative metric series remembered for rates (default 100 000).
     pub max_series: usize,
+    /// The most export requests decoded at once (default 2); past it a request is refused
+    /// with 503 and `Retry-After` before its body is decoded, so decoding memory is bounded
+    /// by this many times `max_decoded_bytes` and what it decodes to.
+    pub max_concurrent_decodes: usize,
 }
 
 impl Default for OtlpLimits {
@@ -36,6 +40,7 @@ impl Default for OtlpLimits {
             max_body_bytes: 16 << 20,
             max_decoded_bytes: 64 << 20,
             max_series: 100_000,
+            max_concurrent_decodes: 2,
         }
     }
 }
@@ -96,7 +101,8 @@ pub struct OtlpStats {
     pub unsupported_media: u64,
     /// Requests refused as too large (413).
     pub too_large: u64,
-    /// Requests refused because the store was full (507) or failing (503).
+    /// Requests refused because the store was full (507) or failing (503), or because as many
+    /// requests as allowed were being decoded (503).
     pub store_refusals: u64,
     /// Bytes of bodies received, as sent.
     pub bytes_received: u64,
@@ -148,6 +154,8 @@ pub struct OtlpIntake {
     /// computed against the point stored before.
     series: Mutex<SeriesMemory>,
     counters: Counters,
+    /// Permits to decode a request ([`OtlpLimits::max_concurrent_decodes`]).
+    decodes: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for OtlpIntake {
@@ -190,7 +198,20 @@ impl OtlpIntake {
             limits,
             series: Mutex::new(SeriesMemory::new(limits.max_series)),
             counters: Counters::default(),
+            decodes: Arc::new(tokio::sync::Semaphore::new(
+                limits.max_concurrent_decodes.max(1),
+            )),
         }
+    }
+
+    /// A permit to decode one request, held while it is decoded and stored; `Err` (a busy
+    /// refusal) when as many requests as the limit allows are being decoded.
+    pub fn decode_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, OtlpError> {
+        Arc::clone(&self.decodes)
+            .try_acquire_owned()
+            .map_err(|_| OtlpError::Busy {
+                limit: self.limits.max_concurrent_decodes.max(1),
+            })
     }
 
     /// Its limits.
@@ -225,7 +246,9 @@ impl OtlpIntake {
             OtlpError::BadRequest { .. } => &c.bad_requests,
             OtlpError::UnsupportedMediaType { .. } => &c.unsupported_media,
             OtlpError::TooLarge { .. } => &c.too_large,
-            OtlpError::StoreFull { .. } | OtlpError::StoreUnavailable { .. } => &c.store_refusals,
+            OtlpError::StoreFull { .. }
+            | OtlpError::StoreUnavailable { .. }
+            | OtlpError::Busy { .. } => &c.store_refusals,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let status = RpcStatus {
@@ -558,5 +581,25 @@ mod tests {
         assert_eq!(batches[0].metrics[0].value, 10.0);
         assert_eq!(batches[1].metrics[0].value, 20.0);
         assert_eq!(intake.stats().store_refusals, 1);
+    }
+
+    #[test]
+    fn decodes_past_the_limit_are_refused_with_retry_after_until_one_ends() {
+        let intake = OtlpIntake::new(
+            Arc::new(Memory::default()),
+            OtlpLimits {
+                max_concurrent_decodes: 1,
+                ..OtlpLimits::default()
+            },
+        );
+        let held = intake.decode_permit().unwrap();
+        let busy = intake.decode_permit().unwrap_err();
+        assert_eq!(busy.http_status(), 503);
+        assert!(busy.retryable());
+        let reply = intake.refuse(&busy, Some("application/json"));
+        assert_eq!((reply.status, reply.retry_after), (503, Some(5)));
+        assert_eq!(intake.stats().store_refusals, 1);
+        drop(held);
+        assert!(intake.decode_permit().is_ok());
     }
 }
