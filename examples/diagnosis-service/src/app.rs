@@ -59,7 +59,15 @@ impl AppState {
 
 /// A JSON error response: `{"error": {"status": 400, "message": "..."}}`.
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    let body = json!({"error": {"status": status.as_u16(), "message": message.into()}});
+    let message = message.into();
+    // Every refusal is logged with its status: a server-side one (the disk, the database) as
+    // a warning, a client's bad or oversized request as information.
+    if status.is_server_error() {
+        tracing::warn!(status = status.as_u16(), reason = %message, "request refused");
+    } else {
+        tracing::info!(status = status.as_u16(), reason = %message, "request refused");
+    }
+    let body = json!({"error": {"status": status.as_u16(), "message": message}});
     (status, Json(body)).into_response()
 }
 

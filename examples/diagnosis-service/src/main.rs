@@ -9,6 +9,15 @@ use example_diagnosis_service::{Service, ServiceConfig, Sources, serve, shutdown
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Structured logs on stderr (refusals, disk errors, entries set aside, retries), at `info`
+    // unless RUST_LOG says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let Some(path) = std::env::args_os().nth(1).map(PathBuf::from) else {
         eprintln!("usage: diagnosis-service CONFIG.toml");
         return ExitCode::from(2);

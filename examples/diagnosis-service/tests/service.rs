@@ -968,6 +968,12 @@ mod alertmanager {
 #[path = "service/workers.rs"]
 mod workers;
 
+#[path = "service/telemetry.rs"]
+mod telemetry;
+
+#[path = "service/binary.rs"]
+mod binary;
+
 #[cfg(feature = "otlp")]
 mod otlp {
     use super::*;
