@@ -23,7 +23,7 @@ use example_diagnosis_service::pg_memory::PgLongTermMemory;
 use rca_core::StoreError;
 use rca_core::memory::{LongTermMemory, MemoryEntry};
 
-use super::{START, payload_with, post, post_to, t};
+use super::{START, payload_with, post, post_to};
 
 /// The connection string and an open connection, or `None` (the test skips) when
 /// `RCA_POSTGRES_URL` is unset or no server answers and `RCA_REQUIRE_ALL` is unset.
