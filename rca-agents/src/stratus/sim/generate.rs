@@ -106,6 +106,13 @@ struct Svc {
     tag: (u32, u32),
 }
 
+impl Svc {
+    /// The image reference its deployment runs.
+    fn image_ref(&self) -> String {
+        format!("{}:{}.{}.0", self.image, self.tag.0, self.tag.1)
+    }
+}
+
 /// A generated application: its healthy cluster, images and routes.
 struct App {
     cluster: Cluster,
@@ -236,7 +243,7 @@ fn build_app(rng: &mut SeededRng) -> App {
         let per_pod = (demand[i].max(1.0) * (1.6 + rng.below(10) as f64 / 10.0)
             / f64::from(s.replicas))
         .ceil();
-        let image = format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1);
+        let image = s.image_ref();
         let wording = if rng.chance(0.5) {
             unfamiliar_wording(rng)
         } else {
@@ -415,6 +422,7 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
     };
     let s = app.svcs.get(target).filter(|s| !s.stateful)?;
     let name = s.name.clone();
+    let limits = app.cluster.deployments.get(&name)?.template.resources;
     match family {
         "service-selector" => {
             let wrong = format!("{}{}", name, syllables(rng, 1));
@@ -443,7 +451,7 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
         ),
         "image-listen-port" | "image-bad-build" | "image-missing" => {
             let next = format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1 + 1);
-            let current = format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1);
+            let current = s.image_ref();
             if family != "image-missing" {
                 let mut p = app.cluster.registry.get(&current)?.clone();
                 match family {
@@ -529,20 +537,16 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
         "memory-limit" | "cpu-limit" => {
             // The limit below what the process needs: half its memory, or a quarter of its
             // CPU (throttled, not killed).
-            let need = app
-                .cluster
-                .registry
-                .get(&format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1))?;
-            let limit = app.cluster.deployments.get(&name)?.template.resources;
+            let need = app.cluster.registry.get(&s.image_ref())?;
             let (low, back) = if family == "memory-limit" {
                 (
                     format!("memory={}Mi", (need.memory_mi / 2).max(16)),
-                    format!("memory={}Mi", limit.memory_mi),
+                    format!("memory={}Mi", limits.memory_mi),
                 )
             } else {
                 (
                     format!("cpu={}m", (need.cpu_milli / 4).max(10)),
-                    format!("cpu={}m", limit.cpu_milli),
+                    format!("cpu={}m", limits.cpu_milli),
                 )
             };
             one(
@@ -570,13 +574,7 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
         "requests-too-large" => {
             // Requests above what any node can offer: the pods wait for a node forever.
             let most = app.cluster.nodes.values().map(|n| n.cpu_milli).max()?;
-            let limit = app
-                .cluster
-                .deployments
-                .get(&name)?
-                .template
-                .resources
-                .cpu_milli;
+            let limit = limits.cpu_milli;
             one(
                 vec![format!(
                     "set resources deployment/{name} --limits=cpu={}m",
@@ -684,16 +682,10 @@ fn compose(rng: &mut SeededRng, app: &mut App, family: &str, target: usize) -> O
         }
         "image-repushed" => {
             // The same tag, a new build: it needs more memory, or listens elsewhere.
-            let current = format!("{}:{}.{}.0", s.image, s.tag.0, s.tag.1);
+            let current = s.image_ref();
             let mut p = app.cluster.registry.get(&current)?.clone();
             let build = format!("{current}-build{}", 2 + rng.below(9));
-            let limit = app
-                .cluster
-                .deployments
-                .get(&name)?
-                .template
-                .resources
-                .memory_mi;
+            let limit = limits.memory_mi;
             let fix = if rng.chance(0.5) {
                 p.memory_mi = limit + 64 * (1 + rng.below(4) as u32);
                 vec![format!(

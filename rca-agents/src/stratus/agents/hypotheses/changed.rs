@@ -108,14 +108,13 @@ impl Builder<'_> {
                 };
                 let what = describe_change(before, &current);
                 let age = self.now.saturating_sub(at);
-                self.push(
+                if let Some(h) = self.push(
                     Family::Changed,
                     FaultKind::RecentChange,
                     object.clone(),
                     format!("{object} was changed {age} s ago ({what}); put back as it was"),
                     fix.into_iter().collect(),
-                );
-                if let Some(h) = self.out.last_mut() {
+                ) {
                     h.age_s = age;
                 }
             }

@@ -115,6 +115,8 @@ impl Builder<'_> {
         self.rank.get(object).copied().unwrap_or(3)
     }
 
+    /// Adds a hypothesis (none when `fix` is empty) and returns it, so a family can set
+    /// what the defaults do not know (a relevance other than its component's, an age).
     fn push(
         &mut self,
         family: Family,
@@ -122,9 +124,9 @@ impl Builder<'_> {
         component: String,
         evidence: String,
         fix: Vec<String>,
-    ) {
+    ) -> Option<&mut Hypothesis> {
         if fix.is_empty() {
-            return;
+            return None;
         }
         let relevance = self.relevance(&component);
         self.out.push(Hypothesis {
@@ -136,6 +138,7 @@ impl Builder<'_> {
             relevance,
             age_s: 0,
         });
+        self.out.last_mut()
     }
 }
 

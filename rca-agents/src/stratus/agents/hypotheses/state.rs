@@ -66,7 +66,7 @@ impl Builder<'_> {
             .min()
             .unwrap_or(3);
         if let Some(first) = cordoned.first() {
-            self.push(
+            if let Some(h) = self.push(
                 Family::Placement,
                 FaultKind::NodeCordoned,
                 format!("node/{first}"),
@@ -76,8 +76,7 @@ impl Builder<'_> {
                     cordoned.join(", ")
                 ),
                 cordoned.iter().map(|n| format!("uncordon {n}")).collect(),
-            );
-            if let Some(h) = self.out.last_mut() {
+            ) {
                 h.relevance = h.relevance.min(waiting);
             }
         }
@@ -241,7 +240,7 @@ impl Builder<'_> {
                 continue;
             }
             let relevance = self.relevance(&format!("deployment/{dep}"));
-            self.push(
+            if let Some(h) = self.push(
                 Family::Liveness,
                 FaultKind::StuckPod,
                 format!("pod/{name}"),
@@ -250,8 +249,7 @@ impl Builder<'_> {
                     timeouts * 100.0
                 ),
                 vec![format!("delete pod {name}")],
-            );
-            if let Some(h) = self.out.last_mut() {
+            ) {
                 h.relevance = relevance;
             }
         }
