@@ -65,8 +65,8 @@ impl Builder<'_> {
             .map(|p| self.relevance(&format!("deployment/{}", str_of(p, "deployment"))))
             .min()
             .unwrap_or(3);
-        if let Some(first) = cordoned.first() {
-            if let Some(h) = self.push(
+        if let Some(first) = cordoned.first()
+            && let Some(h) = self.push(
                 Family::Placement,
                 FaultKind::NodeCordoned,
                 format!("node/{first}"),
@@ -76,9 +76,9 @@ impl Builder<'_> {
                     cordoned.join(", ")
                 ),
                 cordoned.iter().map(|n| format!("uncordon {n}")).collect(),
-            ) {
-                h.relevance = h.relevance.min(waiting);
-            }
+            )
+        {
+            h.relevance = h.relevance.min(waiting);
         }
         let mut seen = BTreeSet::new();
         for p in pending {
