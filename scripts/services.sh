@@ -5,10 +5,12 @@
 #     OpenMetrics by promtool; it also scrapes the Pushgateway every second and evaluates one
 #     alerting rule, RcaE2eErrorRatio, on what the tests push there, sending to Alertmanager;
 #   - the Prometheus Pushgateway (port $RCA_PUSHGATEWAY_PORT, default 19091);
-#   - Alertmanager (port $RCA_ALERTMANAGER_PORT, default 19093, clustering off), whose one
-#     route posts every alert group to the diagnosis service's webhook at
-#     http://127.0.0.1:$RCA_ALERT_WEBHOOK_PORT/alerts (default 19095): nothing listens there
-#     until the end-to-end test starts the service on that port;
+#   - Alertmanager (port $RCA_ALERTMANAGER_PORT, default 19093, clustering off), which posts
+#     every alert group to the diagnosis service's webhook at
+#     https://127.0.0.1:$RCA_ALERT_WEBHOOK_PORT/alerts (default 19095) over TLS with a client
+#     certificate: groups whose alerts carry rca_auth="basic" with basic auth, the others with
+#     a bearer token (the TLS material and both secrets are made by openssl in .services/tls);
+#     nothing listens there until the end-to-end test starts the service on that port;
 #   - the local language model: llama-cpp-python's OpenAI-compatible server (port
 #     $RCA_LLM_PORT, default 18080) serving Gemma 3 270M, fetched and built by
 #     scripts/fetch-llm.sh. Ready means it answered a real chat completion.
@@ -39,6 +41,7 @@ LLM_N_CTX=8192
 need_packages() {
   local missing=()
   command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   # Debian's packages install init scripts and systemd units; nothing here uses them: the
   # servers below run from their binaries with their own flags, state and ports.
@@ -139,29 +142,94 @@ start_pushgateway() {
   wait_ready pushgateway "http://127.0.0.1:$PUSH_PORT/-/ready" "$dir/server.log" "$dir/pid"
 }
 
-start_alertmanager() {
-  local dir=$STATE/alertmanager
-  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
-    return 0
-  fi
+# make_tls DIR: a throw-away authority, a server certificate for 127.0.0.1 and localhost, a
+# client certificate, a bearer token and a basic-auth password (once; P-256 keys).
+make_tls() {
+  local dir=$1
+  [ -f "$dir/done" ] && return 0
   rm -rf "$dir"
-  mkdir -p "$dir/data"
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -keyout ca-key.pem -out ca.pem -subj "/CN=rca test authority" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    local who
+    for who in server client; do
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "$who-key.pem" -out "$who.csr" -subj "/CN=rca test $who"
+    done
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > server.ext
+    printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' > client.ext
+    for who in server client; do
+      openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+        -days 3650 -out "$who.pem" -extfile "$who.ext"
+    done
+    openssl rand -hex 32 > am-token
+    openssl rand -hex 32 > am-password
+    chmod 600 ./*-key.pem am-token am-password
+  ) >/dev/null 2>&1
+  touch "$dir/done"
+}
+
+start_alertmanager() {
+  local dir=$STATE/alertmanager tls=$STATE/tls
+  make_tls "$tls"
   # The route docs/guides/diagnosis-service.md describes, with test-sized intervals: one group
-  # per (alertname, instance), posted a second after its first alert, changes after 2 s.
-  cat > "$dir/alertmanager.yml" <<YML
+  # per (alertname, instance), posted a second after its first alert, changes after 2 s; over
+  # TLS with a client certificate, authenticated by a bearer token or (alerts labelled
+  # rca_auth="basic") basic auth.
+  local config
+  config=$(cat <<YML
 route:
   receiver: rca
   group_by: [alertname, instance]
   group_wait: 1s
   group_interval: 2s
   repeat_interval: 24h
+  routes:
+    - receiver: rca-basic
+      matchers: ['rca_auth="basic"']
 receivers:
   - name: rca
     webhook_configs:
-      - url: http://127.0.0.1:$WEBHOOK_PORT/alerts
+      - url: https://127.0.0.1:$WEBHOOK_PORT/alerts
         send_resolved: true
         max_alerts: 50
+        http_config:
+          authorization:
+            type: Bearer
+            credentials_file: $tls/am-token
+          tls_config:
+            ca_file: $tls/ca.pem
+            cert_file: $tls/client.pem
+            key_file: $tls/client-key.pem
+  - name: rca-basic
+    webhook_configs:
+      - url: https://127.0.0.1:$WEBHOOK_PORT/alerts
+        send_resolved: true
+        max_alerts: 50
+        http_config:
+          basic_auth:
+            username: alertmanager-basic
+            password_file: $tls/am-password
+          tls_config:
+            ca_file: $tls/ca.pem
+            cert_file: $tls/client.pem
+            key_file: $tls/client-key.pem
 YML
+)
+  # A running Alertmanager is kept only if it runs this configuration.
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    if [ "$config" = "$(cat "$dir/alertmanager.yml" 2>/dev/null)" ]; then
+      return 0
+    fi
+    kill "$(cat "$dir/pid")" 2>/dev/null || true
+    sleep 1
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir/data"
+  printf '%s\n' "$config" > "$dir/alertmanager.yml"
   # An empty cluster address turns the gossip cluster off (one instance, no port 9094).
   nohup prometheus-alertmanager --config.file="$dir/alertmanager.yml" \
     --storage.path="$dir/data" --web.listen-address="127.0.0.1:$AM_PORT" \
@@ -288,7 +356,8 @@ export RCA_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"
 export RCA_PROMETHEUS_FIXTURE_START="$(cat "$STATE/prom/fixture_start")"
 export RCA_PUSHGATEWAY_URL="http://127.0.0.1:$PUSH_PORT"
 export RCA_ALERTMANAGER_URL="http://127.0.0.1:$AM_PORT"
-export RCA_ALERT_WEBHOOK_URL="http://127.0.0.1:$WEBHOOK_PORT/alerts"
+export RCA_ALERT_WEBHOOK_URL="https://127.0.0.1:$WEBHOOK_PORT/alerts"
+export RCA_ALERT_TLS_DIR="$STATE/tls"
 export RCA_ALERT_TEST_METRIC="$ALERT_METRIC"
 export RCA_ALERT_TEST_ALERTNAME="$ALERT_NAME"
 export RCA_LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"

@@ -6,7 +6,6 @@
 //! resolution is recorded beside its report before the answer.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,13 +13,13 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use rca_listen::Sender;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::net::TcpListener;
 
 use crate::alert::{Alert, WebhookPayload};
 use crate::diagnosis::{Diagnoser, DiagnosisError};
@@ -100,9 +99,11 @@ struct ReceiveParams {
 
 async fn receive(
     State(state): State<AppState>,
+    sender: Option<Extension<Sender>>,
     params: Result<Query<ReceiveParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let sender = sender.map(|Extension(s)| s).unwrap_or_default();
     let body = match body {
         Ok(b) => b,
         // Over the size limit (413) or an unreadable body: the rejection knows the status.
@@ -138,7 +139,7 @@ async fn receive(
     let mut skipped = Vec::new();
     let mut resolved_groups = Vec::new();
     for mut group in payload.groups() {
-        let mut id = match state.diagnoser.group_id(&group) {
+        let mut id = match state.diagnoser.group_id(&group, sender.name()) {
             Ok(id) => id,
             Err(e @ DiagnosisError::BadAlert { .. }) => {
                 return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
@@ -354,17 +355,6 @@ async fn fetch(State(state): State<AppState>, Path(id): Path<String>) -> Respons
         },
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-}
-
-/// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
 /// Resolves on ctrl-c or (on Unix) SIGTERM.

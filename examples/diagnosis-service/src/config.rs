@@ -99,6 +99,12 @@ pub struct ServiceConfig {
     /// [`ServiceConfig::uses_memory`].
     #[serde(default)]
     pub memory: Option<bool>,
+    /// The listener: TLS, the clients allowed in (per route group: `alerts`, `telemetry`,
+    /// `reports`, `operations`), deadlines, connection caps and rates (`[listener]`, see
+    /// `rca_listen::ListenerConfig`). Without clients the service serves loopback only,
+    /// unless `listener.allow_unauthenticated` says otherwise on purpose.
+    #[serde(default)]
+    pub listener: rca_listen::ListenerConfig,
     /// Testing only: each worker waits this long, holding its claim, between a finished
     /// diagnosis and storing its report, in milliseconds (so that a test can stop a process
     /// mid-diagnosis). Leave it at 0, the default, anywhere else.
@@ -312,6 +318,7 @@ impl ServiceConfig {
     pub fn new(store_dir: impl Into<PathBuf>) -> Self {
         ServiceConfig {
             listen: default_listen(),
+            listener: rca_listen::ListenerConfig::default(),
             store_dir: store_dir.into(),
             lookback_minutes: default_lookback(),
             current_minutes: default_current(),
@@ -366,6 +373,17 @@ impl ServiceConfig {
         config.data.logs.iter_mut().for_each(resolve);
         config.data.metrics.iter_mut().for_each(resolve);
         config.data.traces.iter_mut().for_each(resolve);
+        if let Some(tls) = config.listener.tls.as_mut() {
+            resolve(&mut tls.cert_file);
+            resolve(&mut tls.key_file);
+            if let Some(ca) = tls.client_ca_file.as_mut() {
+                resolve(ca);
+            }
+        }
+        for client in &mut config.listener.clients {
+            client.bearer_token_file.iter_mut().for_each(resolve);
+            client.password_file.iter_mut().for_each(resolve);
+        }
         config.validate().map_err(invalid)?;
         Ok(config)
     }
@@ -410,6 +428,7 @@ impl ServiceConfig {
         if self.scope_labels.iter().any(|l| l.trim().is_empty()) {
             return Err("`scope_labels` must name alert labels, e.g. [\"job\"]".into());
         }
+        self.listener.validate()?;
         if let Some(pg) = &self.postgres {
             if !cfg!(feature = "postgres") {
                 return Err(

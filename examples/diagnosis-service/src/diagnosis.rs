@@ -133,7 +133,21 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-/// A stable hash (of group keys, and of labels for alerts without a fingerprint).
+/// The hex of the first 64 bits of SHA-256 over `sender`, a NUL and `key`.
+fn group_hash(sender: &str, key: &str) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(sender.as_bytes());
+    hash.update([0u8]);
+    hash.update(key.as_bytes());
+    hash.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A stable hash (of labels, for alerts without a fingerprint).
 fn fnv(text: &str) -> u64 {
     rca_core::seeded::stable_hash(text.as_bytes())
 }
@@ -206,7 +220,13 @@ impl Diagnoser {
     /// `<hash of the groupKey>-<earliest startsAt millis>` over its firing alerts, or over all
     /// of them when the group has resolved. Without a group key the single alert's fingerprint
     /// (or its labels) stands in for it.
-    pub fn group_id(&self, group: &WebhookPayload) -> Result<String, DiagnosisError> {
+    ///
+    /// `sender` is the authenticated client that posted the group (empty without
+    /// authentication): the id is the first 64 bits of SHA-256 over the sender and the
+    /// group's key, so a group is its sender's own. Another client can neither name it (a
+    /// forged first alert opens a group of its own) nor resolve or repeat it, nor find a key
+    /// of its own that hashes to it.
+    pub fn group_id(&self, group: &WebhookPayload, sender: &str) -> Result<String, DiagnosisError> {
         let alerts = self.considered(group)?;
         let Some((earliest, first)) = alerts.first() else {
             return Err(DiagnosisError::BadAlert {
@@ -221,7 +241,11 @@ impl Diagnoser {
         } else {
             format!("{:?}", first.labels)
         };
-        Ok(format!("{:016x}-{}", fnv(&key), earliest.millis()))
+        Ok(format!(
+            "{}-{}",
+            group_hash(sender, &key),
+            earliest.millis()
+        ))
     }
 
     /// The value every alert of `alerts` gives `label`, if they agree.
@@ -240,7 +264,7 @@ impl Diagnoser {
         &self,
         group: &WebhookPayload,
     ) -> Result<(String, Incident, AlertSummary), DiagnosisError> {
-        let id = self.group_id(group)?;
+        let id = self.group_id(group, "")?;
         let alerts = self.considered(group)?;
         let Some(&(detected_at, first)) = alerts.first() else {
             return Err(DiagnosisError::BadAlert {
@@ -496,7 +520,7 @@ mod tests {
     fn a_group_keeps_its_id_across_repeats_and_joins() {
         let d = diagnoser(&["job"]);
         let payload = WebhookPayload::parse(SAMPLE.as_bytes()).unwrap();
-        let id = d.group_id(&payload).unwrap();
+        let id = d.group_id(&payload, "").unwrap();
         let start = Timestamp::parse_rfc3339("2024-05-01T10:15:00Z").unwrap();
         assert!(id.ends_with(&format!("-{}", start.millis())), "{id}");
         // A later alert joining the group keeps the id; another group gets another.
@@ -505,10 +529,16 @@ mod tests {
         late.starts_at = "2024-05-01T10:20:00Z".into();
         late.fingerprint = "late".into();
         joined.alerts.push(late);
-        assert_eq!(d.group_id(&joined).unwrap(), id);
+        assert_eq!(d.group_id(&joined, "").unwrap(), id);
+        // The same group from another sender is another group.
+        assert_ne!(d.group_id(&payload, "intruder").unwrap(), id);
+        assert_ne!(
+            d.group_id(&payload, "intruder").unwrap(),
+            d.group_id(&payload, "alertmanager").unwrap()
+        );
         let mut other = payload.clone();
         other.group_key.push('x');
-        assert_ne!(d.group_id(&other).unwrap(), id);
+        assert_ne!(d.group_id(&other, "").unwrap(), id);
         // The incident lists the firing alerts; they agree on no service, so none is named.
         let (_, incident, summary) = d.incident(&joined).unwrap();
         assert_eq!(incident.detected_at, start);
@@ -527,7 +557,7 @@ mod tests {
         }
         let earlier = Timestamp::parse_rfc3339("2024-05-01T09:00:00Z").unwrap();
         assert!(
-            d.group_id(&resolved)
+            d.group_id(&resolved, "")
                 .unwrap()
                 .ends_with(&earlier.millis().to_string())
         );

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use alert::{Alert, PayloadError, WebhookPayload};
-pub use app::{AppState, router, serve, shutdown_signal};
+pub use app::{AppState, router, shutdown_signal};
 pub use config::{ConfigError, DataConfig, PostgresConfig, ServiceConfig, Sources};
 pub use diagnosis::{Diagnoser, DiagnosisError, StoredReport};
 pub use inbox::Inbox;
@@ -56,11 +56,43 @@ pub use worker::Workers;
 /// The inbox's folder inside the report store.
 pub const INBOX_DIR: &str = "inbox";
 
+/// Why a service could not start, by what to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// `[listener]` is wrong or its files unreadable (a certificate, a secret), or the
+    /// address is reachable from other hosts without authentication: fix the configuration.
+    #[error("listener: {0}")]
+    Listener(#[from] rca_listen::ListenError),
+    /// The store, the queue or the database could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Which route group a path belongs to: `/healthz` is open; `/alerts` is `alerts`; the OTLP
+/// routes `/v1/*` are `telemetry`; `/reports` and `/reports/{id}` are `reports`; everything
+/// else (`/listener/stats`, `/otlp/stats`, unknown paths) is `operations`.
+pub fn route_group(path: &str) -> rca_listen::Access {
+    use rca_listen::Access;
+    if path == "/healthz" {
+        Access::Open
+    } else if path == "/alerts" {
+        Access::Group("alerts")
+    } else if path.starts_with("/v1/") {
+        Access::Group("telemetry")
+    } else if path == "/reports" || path.starts_with("/reports/") {
+        Access::Group("reports")
+    } else {
+        Access::Group("operations")
+    }
+}
+
 /// A started service: its router and the workers that drain its queue.
 #[derive(Debug)]
 pub struct Service {
     /// The store's lock (file mode): one store, one running service.
     _store_lock: Option<std::fs::File>,
+    listener: rca_listen::Listener,
     router: axum::Router,
     inbox: SharedQueue,
     store: ReportStore,
@@ -156,8 +188,11 @@ impl Service {
     /// Opens the queue and the store (under `config.store_dir`, queuing what an earlier run
     /// left in the inbox; or, with `[postgres]`, in the shared database) and starts
     /// `config.max_concurrent` workers. Needs a Tokio runtime. With an OTLP buffer in
-    /// `sources` (`data.otlp`), the OTLP/HTTP routes are served too.
-    pub async fn start(config: &ServiceConfig, sources: Sources) -> Result<Service, StoreError> {
+    /// `sources` (`data.otlp`), the OTLP/HTTP routes are served too. The listener of
+    /// `config.listener` is made ready first (its certificate and secret files read; an
+    /// address other hosts can reach refused without clients).
+    pub async fn start(config: &ServiceConfig, sources: Sources) -> Result<Service, StartError> {
+        let listener = rca_listen::Listener::new(&config.listener, config.listen)?;
         #[cfg(feature = "otlp")]
         let sources_otlp = sources.otlp.clone();
         let redactor = rca_llm::redact::Redactor::builtin();
@@ -201,8 +236,18 @@ impl Service {
             );
             routes = routes.merge(rca_tools::otlp::router(Arc::new(intake)));
         }
+        let counters = listener.counters();
+        let routes = routes.route(
+            "/listener/stats",
+            axum::routing::get(move || {
+                let counters = Arc::clone(&counters);
+                async move { axum::Json(counters.snapshot()) }
+            }),
+        );
+        let routes = listener.protect(routes, route_group);
         Ok(Service {
             _store_lock: lock,
+            listener,
             router: routes,
             inbox,
             store,
@@ -211,9 +256,26 @@ impl Service {
         })
     }
 
-    /// The HTTP routes, to pass to [`serve`].
+    /// The HTTP routes, behind the listener's authentication and rates (a host that serves
+    /// them on its own listener gets no TLS, deadlines or connection caps: use
+    /// [`Service::serve`]).
     pub fn router(&self) -> axum::Router {
         self.router.clone()
+    }
+
+    /// Serves the routes on `socket` with the configured listener (TLS, deadlines, caps)
+    /// until `shutdown` resolves; then lets requests in flight finish.
+    pub fn serve(
+        &self,
+        socket: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send + 'static {
+        self.listener.clone().serve(socket, self.router(), shutdown)
+    }
+
+    /// `https` with `[listener.tls]`, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.listener.scheme()
     }
 
     /// The queue of accepted alerts (the inbox, or the shared queue with `[postgres]`).

@@ -19,9 +19,9 @@ use rca_tools::sources::{FileLogSource, FileMetricSource};
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+use crate::Service;
 use crate::config::{ServiceConfig, Sources};
 use crate::store::ReportStore;
-use crate::{Service, serve};
 
 /// Why a load run could not be carried out (not: what it found).
 #[derive(Debug, thiserror::Error)]
@@ -304,7 +304,7 @@ async fn start(config: &ServiceConfig, sources: &Sources) -> Result<Running, Loa
         .local_addr()
         .map(|a| format!("http://{a}"))
         .map_err(|e| LoadError::Service(e.to_string()))?;
-    let server = tokio::spawn(serve(listener, service.router(), std::future::pending()));
+    let server = tokio::spawn(service.serve(listener, std::future::pending()));
     Ok(Running {
         base,
         service,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use example_diagnosis_service::{Service, ServiceConfig, Sources, serve, shutdown_signal};
+use example_diagnosis_service::{Service, ServiceConfig, Sources, shutdown_signal};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -62,9 +62,12 @@ async fn main() -> ExitCode {
         }
     };
     if let Ok(addr) = listener.local_addr() {
-        eprintln!("listening on http://{addr} (POST /alerts, GET /reports/{{id}})");
+        eprintln!(
+            "listening on {}://{addr} (POST /alerts, GET /reports/{{id}})",
+            service.scheme()
+        );
     }
-    let served = serve(listener, service.router(), shutdown_signal()).await;
+    let served = service.serve(listener, shutdown_signal()).await;
     // Diagnoses in progress get a grace period; what waits stays in the inbox.
     service.stop(Duration::from_secs(30)).await;
     match served {

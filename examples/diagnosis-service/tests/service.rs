@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use example_diagnosis_service::load::{LoadPlan, run_load, synthetic_sources};
-use example_diagnosis_service::{Service, ServiceConfig, Sources, serve};
+use example_diagnosis_service::{Service, ServiceConfig, Sources};
 use rca_core::source::{LogQuery, LogRecord, LogSource, RecordStream};
 use rca_core::{SourceError, Timestamp};
 use tokio::sync::{Notify, Semaphore, oneshot};
@@ -99,7 +99,7 @@ async fn start(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, service.router(), async move {
+    let task = tokio::spawn(service.serve(listener, async move {
         let _ = stopped.await;
     }));
     Server {
@@ -660,7 +660,7 @@ async fn diagnoses_over_a_real_prometheus() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let service = Service::start(&config, sources).await.unwrap();
-    tokio::spawn(serve(listener, service.router(), std::future::pending()));
+    tokio::spawn(service.serve(listener, std::future::pending()));
     let starts_at = start.offset_millis(120 * 60_000).to_string();
     let body = format!(
         r#"{{"version":"4","status":"firing","alerts":[{{"status":"firing",
@@ -691,6 +691,8 @@ mod alertmanager {
         webhook: String,
         metric: String,
         alertname: String,
+        /// The TLS material and Alertmanager's secrets (`.services/tls`).
+        tls: std::path::PathBuf,
     }
 
     /// The environment, or `None` (the test skips) when it is not set and `RCA_REQUIRE_ALL`
@@ -703,6 +705,7 @@ mod alertmanager {
             "RCA_ALERT_WEBHOOK_URL",
             "RCA_ALERT_TEST_METRIC",
             "RCA_ALERT_TEST_ALERTNAME",
+            "RCA_ALERT_TLS_DIR",
         ];
         let missing: Vec<&str> = names.iter().copied().filter(|n| get(n).is_none()).collect();
         if !missing.is_empty() {
@@ -725,15 +728,18 @@ mod alertmanager {
             webhook: value("RCA_ALERT_WEBHOOK_URL"),
             metric: value("RCA_ALERT_TEST_METRIC"),
             alertname: value("RCA_ALERT_TEST_ALERTNAME"),
+            tls: value("RCA_ALERT_TLS_DIR").into(),
         })
     }
 
     /// Replaces the Pushgateway group of `instance` (job `rca-e2e`) with two series of
-    /// `metric` at `value`; one carries a secret in a label, which reaches the alert.
-    async fn push(client: &reqwest::Client, env: &Env, instance: &str, value: f64) {
+    /// `metric` at `value`; one carries a secret in a label, which reaches the alert. With
+    /// `basic`, both carry `rca_auth="basic"`: Alertmanager posts their group with basic auth.
+    async fn push(client: &reqwest::Client, env: &Env, instance: &str, value: f64, basic: bool) {
+        let auth = if basic { ",rca_auth=\"basic\"" } else { "" };
         let body = format!(
-            "{m}{{path=\"/checkout\",url=\"http://admin:s3cr3tpw@grafana.internal/d/1\"}} {value}\n\
-             {m}{{path=\"/search\"}} {value}\n",
+            "{m}{{path=\"/checkout\",url=\"http://admin:s3cr3tpw@grafana.internal/d/1\"{auth}}} {value}\n\
+             {m}{{path=\"/search\"{auth}}} {value}\n",
             m = env.metric
         );
         let url = format!(
@@ -832,6 +838,46 @@ mod alertmanager {
         );
         let store = tempfile::tempdir().unwrap();
         let mut config = ServiceConfig::new(store.path());
+        // Alertmanager's two receivers (bearer token, basic auth), both over TLS with a client
+        // certificate, and the test as a reader; the secret files hold hashes only.
+        let secrets = tempfile::tempdir().unwrap();
+        let hashed = |name: &str, secret_file: &str| {
+            let secret = std::fs::read_to_string(env.tls.join(secret_file)).unwrap();
+            let path = secrets.path().join(name);
+            std::fs::write(&path, rca_listen::hash_secret(secret.trim())).unwrap();
+            path
+        };
+        let reader_token = "reader-of-the-e2e-test";
+        let reader_file = secrets.path().join("reader");
+        std::fs::write(&reader_file, rca_listen::hash_secret(reader_token)).unwrap();
+        config.listener.tls = Some(rca_listen::TlsConfig {
+            cert_file: env.tls.join("server.pem"),
+            key_file: env.tls.join("server-key.pem"),
+            client_ca_file: Some(env.tls.join("ca.pem")),
+        });
+        config.listener.clients = vec![
+            rca_listen::ClientConfig {
+                name: "alertmanager".into(),
+                routes: vec!["alerts".into()],
+                bearer_token_file: Some(hashed("am-token.sha256", "am-token")),
+                username: None,
+                password_file: None,
+            },
+            rca_listen::ClientConfig {
+                name: "alertmanager-basic".into(),
+                routes: vec!["alerts".into()],
+                bearer_token_file: None,
+                username: Some("alertmanager-basic".into()),
+                password_file: Some(hashed("am-password.sha256", "am-password")),
+            },
+            rca_listen::ClientConfig {
+                name: "reader".into(),
+                routes: vec!["reports".into(), "operations".into()],
+                bearer_token_file: Some(reader_file),
+                username: None,
+                password_file: None,
+            },
+        ];
         config.component_label = "instance".into();
         config.scope_labels = vec!["job".into()];
         config.min_modalities = 1;
@@ -848,8 +894,25 @@ mod alertmanager {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .unwrap_or_else(|e| panic!("cannot listen on the webhook's address {addr}: {e}"));
-        let base = format!("http://{addr}");
-        let server = tokio::spawn(serve(listener, service.router(), std::future::pending()));
+        let base = format!("https://{addr}");
+        let server = tokio::spawn(service.serve(listener, std::future::pending()));
+        let mut identity = std::fs::read(env.tls.join("client.pem")).unwrap();
+        identity.extend(std::fs::read(env.tls.join("client-key.pem")).unwrap());
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {reader_token}").parse().unwrap(),
+        );
+        let reader = reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(&std::fs::read(env.tls.join("ca.pem")).unwrap())
+                    .unwrap(),
+            )
+            .identity(reqwest::Identity::from_pem(&identity).unwrap())
+            .default_headers(headers)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
 
         // Two groups (one per instance), each of two alerts (one per path); unique per run.
         let run = format!(
@@ -867,17 +930,18 @@ mod alertmanager {
             .unwrap();
         // Healthy first, so that the incident window (which ends where the alert starts) holds
         // samples of the series: the rule would fire on the first scrape of a bad value.
-        for instance in &instances {
-            push(&client, &env, instance, 0.0).await;
+        // The second instance's group goes through the basic-auth receiver.
+        for (i, instance) in instances.iter().enumerate() {
+            push(&client, &env, instance, 0.0, i == 1).await;
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
-        for instance in &instances {
-            push(&client, &env, instance, 0.9).await;
+        for (i, instance) in instances.iter().enumerate() {
+            push(&client, &env, instance, 0.9, i == 1).await;
         }
 
         // Prometheus fires, Alertmanager groups and posts, the service diagnoses.
         let reports = wait_until(Duration::from_secs(60), "a report per group", || {
-            let (client, base, instances) = (&client, &base, &instances);
+            let (client, base, instances) = (&reader, &base, &instances);
             async move {
                 let by = reports_by_instance(client, base).await;
                 instances.iter().all(|i| by.contains_key(i)).then_some(by)
@@ -907,11 +971,11 @@ mod alertmanager {
         }
 
         // Back to 0: the alerts resolve and each group's resolution is recorded.
-        for instance in &instances {
-            push(&client, &env, instance, 0.0).await;
+        for (i, instance) in instances.iter().enumerate() {
+            push(&client, &env, instance, 0.0, i == 1).await;
         }
         let resolved = wait_until(Duration::from_secs(60), "the resolutions", || {
-            let (client, base, instances) = (&client, &base, &instances);
+            let (client, base, instances) = (&reader, &base, &instances);
             async move {
                 let by = reports_by_instance(client, base).await;
                 instances
@@ -940,6 +1004,33 @@ mod alertmanager {
             );
             assert!(!resolution["ends_at"].as_str().unwrap().starts_with("0001"));
         }
+        // Alertmanager authenticated every post (both receivers); an unauthenticated post
+        // is refused and counted.
+        let anonymous = reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(&std::fs::read(env.tls.join("ca.pem")).unwrap())
+                    .unwrap(),
+            )
+            .identity(reqwest::Identity::from_pem(&identity).unwrap())
+            .build()
+            .unwrap();
+        let refused = anonymous
+            .post(format!("{base}/alerts"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        let stats: serde_json::Value = reader
+            .get(format!("{base}/listener/stats"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(stats["unauthenticated"], 1, "{stats}");
+        assert_eq!(stats["forbidden"], 0, "{stats}");
         // Nothing stored (reports, resolutions, the inbox) holds the secret.
         for (path, text) in all_files(store.path()) {
             assert!(
@@ -973,6 +1064,9 @@ mod telemetry;
 
 #[path = "service/binary.rs"]
 mod binary;
+
+#[path = "service/security.rs"]
+mod security;
 
 #[cfg(feature = "otlp")]
 mod otlp {
@@ -1019,7 +1113,7 @@ mod otlp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, service.router(), async move {
+        let task = tokio::spawn(service.serve(listener, async move {
             let _ = stopped.await;
         }));
 
