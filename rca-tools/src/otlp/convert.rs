@@ -13,6 +13,11 @@
 //!   it (bounded), and its updates are applied only once the batch was stored.
 //!   Point attributes are folded into the metric name (`NAME:p90{route="/pay"}`), so that two
 //!   routes of one service are two series rather than one jagged one.
+//! - [`RecordLimits`] bound what one request turns into: the records converted (the items past
+//!   the limit are rejected), the attributes kept per record (those past it are dropped, the
+//!   record kept) and the bytes of the converted records ([`RecordBytes`]; records past it are
+//!   rejected). What they took is counted ([`LimitCounts`]) and said in the batch's rejection
+//!   message, which the intake sends as the partial-success answer.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -40,7 +45,9 @@ pub struct TelemetryBatch {
     pub metrics: Vec<MetricSample>,
     /// Items (spans, log records, data points) that were not converted.
     pub rejected: u64,
-    /// Why the first rejected item was rejected.
+    /// Why the first rejected item was rejected, followed by what the [`RecordLimits`] rejected
+    /// or dropped (set also when they only dropped attributes and nothing was rejected: a
+    /// warning).
     pub rejection: Option<String>,
 }
 
@@ -74,6 +81,175 @@ impl TelemetryBatch {
         if self.rejection.is_none() {
             self.rejection = Some(why());
         }
+    }
+}
+
+/// Bounds on what one export request converts to; the intake sets them from its
+/// [`OtlpLimits`](super::OtlpLimits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordLimits {
+    /// The most records (spans, log records, metric data points) converted from one request;
+    /// the items past it are rejected.
+    pub max_records: usize,
+    /// The most attributes kept per record (in the order sent); the ones past it are dropped
+    /// and the record is kept.
+    pub max_attributes: usize,
+    /// The most bytes the converted records may take ([`RecordBytes`]); the records past it are
+    /// rejected.
+    pub max_bytes: u64,
+}
+
+impl RecordLimits {
+    /// No bound.
+    pub const UNLIMITED: RecordLimits = RecordLimits {
+        max_records: usize::MAX,
+        max_attributes: usize::MAX,
+        max_bytes: u64::MAX,
+    };
+}
+
+/// What the [`RecordLimits`] took out of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitCounts {
+    /// Attributes dropped past `max_attributes`.
+    pub attributes_dropped: u64,
+    /// Records that lost attributes so.
+    pub records_cut: u64,
+    /// Items rejected past `max_records` (counted in the batch's `rejected` too).
+    pub over_records: u64,
+    /// Items rejected past `max_bytes` (counted in the batch's `rejected` too).
+    pub over_bytes: u64,
+}
+
+impl LimitCounts {
+    /// Items the limits rejected.
+    pub fn rejected(&self) -> u64 {
+        self.over_records + self.over_bytes
+    }
+}
+
+/// What each attribute of a record costs besides its key and value text: the two `String`s of
+/// a B-tree map entry and the unused room of its node.
+pub const ATTRIBUTE_OVERHEAD_BYTES: u64 = 96;
+
+/// Roughly how many bytes a record takes in memory: its struct, the text of its strings, and
+/// per attribute (or label) its key and value plus [`ATTRIBUTE_OVERHEAD_BYTES`]. A live buffer
+/// and the conversion of one request are bounded with it.
+pub trait RecordBytes {
+    /// The record's approximate size in bytes.
+    fn record_bytes(&self) -> u64;
+}
+
+fn map_bytes(map: &BTreeMap<String, String>) -> u64 {
+    map.iter()
+        .map(|(k, v)| (k.len() + v.len()) as u64 + ATTRIBUTE_OVERHEAD_BYTES)
+        .sum()
+}
+
+impl RecordBytes for Span {
+    fn record_bytes(&self) -> u64 {
+        let text = self.trace_id.len()
+            + self.span_id.len()
+            + self.parent_id.as_ref().map_or(0, String::len)
+            + self.component.len()
+            + self.operation.len();
+        (std::mem::size_of::<Span>() + text) as u64 + map_bytes(&self.attributes)
+    }
+}
+
+impl RecordBytes for LogRecord {
+    fn record_bytes(&self) -> u64 {
+        let text = self.component.len() + self.message.len();
+        (std::mem::size_of::<LogRecord>() + text) as u64 + map_bytes(&self.attributes)
+    }
+}
+
+impl RecordBytes for MetricSample {
+    fn record_bytes(&self) -> u64 {
+        let text = self.component.len() + self.metric.len();
+        (std::mem::size_of::<MetricSample>() + text) as u64 + map_bytes(&self.labels)
+    }
+}
+
+/// Applies [`RecordLimits`] while a request is converted.
+#[derive(Debug)]
+struct Limiter {
+    limits: RecordLimits,
+    counts: LimitCounts,
+    records: usize,
+    bytes: u64,
+}
+
+impl Limiter {
+    fn new(limits: RecordLimits) -> Self {
+        Limiter {
+            limits,
+            counts: LimitCounts::default(),
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Whether one more record may be converted; past the limit it is rejected and counted.
+    fn admit(&mut self, batch: &mut TelemetryBatch) -> bool {
+        if self.records >= self.limits.max_records {
+            self.counts.over_records += 1;
+            batch.rejected += 1;
+            return false;
+        }
+        self.records += 1;
+        true
+    }
+
+    /// The attributes kept of a record (the first `max_attributes`), counting what is dropped.
+    fn attributes<'a>(&mut self, kvs: &'a [KeyValue]) -> &'a [KeyValue] {
+        let max = self.limits.max_attributes;
+        if kvs.len() > max {
+            self.counts.attributes_dropped += (kvs.len() - max) as u64;
+            self.counts.records_cut += 1;
+            &kvs[..max]
+        } else {
+            kvs
+        }
+    }
+
+    /// Whether a converted record fits the byte bound; past it it is rejected and counted.
+    fn fits(&mut self, record: &impl RecordBytes, batch: &mut TelemetryBatch) -> bool {
+        let bytes = self.bytes.saturating_add(record.record_bytes());
+        if bytes > self.limits.max_bytes {
+            self.counts.over_bytes += 1;
+            batch.rejected += 1;
+            return false;
+        }
+        self.bytes = bytes;
+        true
+    }
+
+    /// Says in the batch's rejection message what the limits took, and returns the counts.
+    fn finish(&mut self, batch: &mut TelemetryBatch, items: &str) -> LimitCounts {
+        let c = self.counts;
+        let l = self.limits;
+        let mut parts: Vec<String> = batch.rejection.take().into_iter().collect();
+        if c.over_records > 0 {
+            parts.push(format!(
+                "{} {items} past the first {} of the request rejected (the limit of records per request, max_records_per_request)",
+                c.over_records, l.max_records
+            ));
+        }
+        if c.over_bytes > 0 {
+            parts.push(format!(
+                "{} {items} rejected: the records converted from the request would take more than its budget of {} bytes (max_request_memory_bytes)",
+                c.over_bytes, l.max_bytes
+            ));
+        }
+        if c.attributes_dropped > 0 {
+            parts.push(format!(
+                "{} attributes dropped from {} records past the first {} of each (the limit of attributes per record, max_attributes_per_record)",
+                c.attributes_dropped, c.records_cut, l.max_attributes
+            ));
+        }
+        batch.rejection = (!parts.is_empty()).then(|| parts.join("; "));
+        c
     }
 }
 
@@ -163,12 +339,32 @@ fn time(nanos: u64) -> Option<Timestamp> {
     i64::try_from(nanos).ok().map(Timestamp::from_nanos)
 }
 
+/// Whether an attribute list says the HTTP request failed (a 5xx status code).
+fn http_failed(kvs: &[KeyValue]) -> bool {
+    kvs.iter()
+        .filter(|kv| kv.key == "http.response.status_code" || kv.key == "http.status_code")
+        .filter_map(|kv| kv.value.as_ref().map(value_text)?.parse::<u16>().ok())
+        .any(|code| code >= 500)
+}
+
 /// Spans of a trace export.
 pub fn spans(req: &ExportTraceServiceRequest) -> TelemetryBatch {
+    spans_within(req, RecordLimits::UNLIMITED).0
+}
+
+/// Spans of a trace export, within `limits`, and what the limits took.
+pub fn spans_within(
+    req: &ExportTraceServiceRequest,
+    limits: RecordLimits,
+) -> (TelemetryBatch, LimitCounts) {
     let mut out = TelemetryBatch::default();
+    let mut limiter = Limiter::new(limits);
     for rs in &req.resource_spans {
         let component = component_of(rs.resource.as_ref());
         for s in rs.scope_spans.iter().flat_map(|ss| &ss.spans) {
+            if !limiter.admit(&mut out) {
+                continue;
+            }
             if s.trace_id.is_empty() || s.span_id.is_empty() {
                 out.reject(|| format!("span {:?} has no trace or span id", s.name));
                 continue;
@@ -177,14 +373,12 @@ pub fn spans(req: &ExportTraceServiceRequest) -> TelemetryBatch {
                 out.reject(|| format!("span {:?} has no start time", s.name));
                 continue;
             };
-            let attributes = attributes(&s.attributes);
-            let http_failed = ["http.response.status_code", "http.status_code"]
-                .iter()
-                .filter_map(|k| attributes.get(*k)?.parse::<u16>().ok())
-                .any(|code| code >= 500);
+            // The failure is read from every attribute, also those past the limit.
+            let http_failed = http_failed(&s.attributes);
+            let attributes = attributes(limiter.attributes(&s.attributes));
             let status_error = s.status.as_ref().is_some_and(|st| st.code == 2);
             let duration_ns = s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano);
-            out.spans.push(Span {
+            let span = Span {
                 trace_id: hex(&s.trace_id),
                 span_id: hex(&s.span_id),
                 parent_id: (!s.parent_span_id.is_empty()).then(|| hex(&s.parent_span_id)),
@@ -194,10 +388,14 @@ pub fn spans(req: &ExportTraceServiceRequest) -> TelemetryBatch {
                 duration_us: duration_ns / 1000,
                 error: status_error || http_failed,
                 attributes,
-            });
+            };
+            if limiter.fits(&span, &mut out) {
+                out.spans.push(span);
+            }
         }
     }
-    out
+    let counts = limiter.finish(&mut out, "spans");
+    (out, counts)
 }
 
 /// The level of an OpenTelemetry severity number (1-4 TRACE ... 21-24 FATAL), else of its
@@ -217,14 +415,29 @@ fn level(number: i32, text: &str) -> Option<Level> {
 /// Log records of a logs export; a record without a time of its own gets the time it was
 /// observed, else `received`.
 pub fn logs(req: &ExportLogsServiceRequest, received: Timestamp) -> TelemetryBatch {
+    logs_within(req, received, RecordLimits::UNLIMITED).0
+}
+
+/// Log records of a logs export (as [`logs`]), within `limits`, and what the limits took. The
+/// `trace_id` and `span_id` attributes made of the record's ids do not count toward the
+/// attribute limit.
+pub fn logs_within(
+    req: &ExportLogsServiceRequest,
+    received: Timestamp,
+    limits: RecordLimits,
+) -> (TelemetryBatch, LimitCounts) {
     let mut out = TelemetryBatch::default();
+    let mut limiter = Limiter::new(limits);
     for rl in &req.resource_logs {
         let component = component_of(rl.resource.as_ref());
         for r in rl.scope_logs.iter().flat_map(|sl| &sl.log_records) {
+            if !limiter.admit(&mut out) {
+                continue;
+            }
             let timestamp = time(r.time_unix_nano)
                 .or_else(|| time(r.observed_time_unix_nano))
                 .unwrap_or(received);
-            let mut attrs = attributes(&r.attributes);
+            let mut attrs = attributes(limiter.attributes(&r.attributes));
             if !r.trace_id.is_empty() {
                 attrs.insert(TRACE_ID.into(), hex(&r.trace_id));
             }
@@ -235,16 +448,20 @@ pub fn logs(req: &ExportLogsServiceRequest, received: Timestamp) -> TelemetryBat
             if message.is_empty() && !r.event_name.is_empty() {
                 message = r.event_name.clone();
             }
-            out.logs.push(LogRecord {
+            let record = LogRecord {
                 timestamp,
                 component: component.clone(),
                 level: level(r.severity_number, &r.severity_text),
                 message,
                 attributes: attrs,
-            });
+            };
+            if limiter.fits(&record, &mut out) {
+                out.logs.push(record);
+            }
         }
     }
-    out
+    let counts = limiter.finish(&mut out, "log records");
+    (out, counts)
 }
 
 /// A series of a cumulative metric: the component, the metric with its point attributes, and
@@ -357,17 +574,32 @@ pub struct MetricConversion<'m> {
     pub batch: TelemetryBatch,
     /// Points to remember once the batch is stored.
     pub updates: Vec<(SeriesKey, CumulativePoint)>,
+    /// What the [`RecordLimits`] took (data points count as records; a point's samples are
+    /// held to the byte bound one by one).
+    pub limited: LimitCounts,
     new_series: usize,
+    limiter: Limiter,
 }
 
 impl<'m> MetricConversion<'m> {
     /// Converts `req` against what `memory` remembers.
     pub fn run(memory: &'m SeriesMemory, req: &ExportMetricsServiceRequest) -> Self {
+        Self::run_within(memory, req, RecordLimits::UNLIMITED)
+    }
+
+    /// Converts `req` against what `memory` remembers, within `limits`.
+    pub fn run_within(
+        memory: &'m SeriesMemory,
+        req: &ExportMetricsServiceRequest,
+        limits: RecordLimits,
+    ) -> Self {
         let mut c = MetricConversion {
             memory,
             batch: TelemetryBatch::default(),
             updates: Vec::new(),
+            limited: LimitCounts::default(),
             new_series: 0,
+            limiter: Limiter::new(limits),
         };
         for rm in &req.resource_metrics {
             let component = component_of(rm.resource.as_ref());
@@ -375,20 +607,34 @@ impl<'m> MetricConversion<'m> {
                 c.metric(&component, m);
             }
         }
+        c.limited = c.limiter.finish(&mut c.batch, "data points");
         c
+    }
+
+    /// Whether one more data point may be converted.
+    fn admit(&mut self) -> bool {
+        self.limiter.admit(&mut self.batch)
+    }
+
+    /// The attributes kept of a data point.
+    fn attributes<'a>(&mut self, kvs: &'a [KeyValue]) -> &'a [KeyValue] {
+        self.limiter.attributes(kvs)
     }
 
     /// Keeps a finite point; a NaN or infinite one is rejected and counted (an exporter's
     /// partial-success answer says how many, and why the first was).
     fn sample(&mut self, component: &str, metric: String, t: Timestamp, value: f64) {
         if value.is_finite() {
-            self.batch.metrics.push(MetricSample {
+            let sample = MetricSample {
                 timestamp: t,
                 component: component.to_string(),
                 metric,
                 value,
                 labels: BTreeMap::new(),
-            });
+            };
+            if self.limiter.fits(&sample, &mut self.batch) {
+                self.batch.metrics.push(sample);
+            }
         } else {
             self.batch.reject(|| {
                 format!("metric {metric} of {component}: the value {value} is not a finite number")
@@ -417,11 +663,16 @@ impl<'m> MetricConversion<'m> {
         match &m.data {
             Some(Data::Gauge(g)) => {
                 for p in &g.data_points {
-                    self.number(component, &m.name, p, None);
+                    if self.admit() {
+                        self.number(component, &m.name, p, None);
+                    }
                 }
             }
             Some(Data::Sum(s)) => {
                 for p in &s.data_points {
+                    if !self.admit() {
+                        continue;
+                    }
                     let rate = s
                         .is_monotonic
                         .then_some(s.aggregation_temporality == cumulative);
@@ -430,18 +681,24 @@ impl<'m> MetricConversion<'m> {
             }
             Some(Data::Histogram(h)) => {
                 for p in &h.data_points {
+                    if !self.admit() {
+                        continue;
+                    }
                     self.histogram(
                         component,
                         &m.name,
                         p,
+                        &p.attributes,
                         h.aggregation_temporality == cumulative,
                     );
                 }
             }
             Some(Data::ExponentialHistogram(h)) => {
                 for p in &h.data_points {
+                    if !self.admit() {
+                        continue;
+                    }
                     let as_histogram = HistogramDataPoint {
-                        attributes: p.attributes.clone(),
                         start_time_unix_nano: p.start_time_unix_nano,
                         time_unix_nano: p.time_unix_nano,
                         count: p.count,
@@ -454,20 +711,25 @@ impl<'m> MetricConversion<'m> {
                         component,
                         &m.name,
                         &as_histogram,
+                        &p.attributes,
                         h.aggregation_temporality == cumulative,
                     );
                 }
             }
             Some(Data::Summary(s)) => {
                 for p in &s.data_points {
+                    if !self.admit() {
+                        continue;
+                    }
                     let Some(t) = time(p.time_unix_nano) else {
                         self.batch
                             .reject(|| format!("metric {:?}: a point without time", m.name));
                         continue;
                     };
+                    let attrs = self.attributes(&p.attributes);
                     for q in &p.quantile_values {
                         let name = format!("{}:p{}", m.name, (q.quantile * 100.0).round());
-                        self.sample(component, series_name(&name, &p.attributes), t, q.value);
+                        self.sample(component, series_name(&name, attrs), t, q.value);
                     }
                 }
             }
@@ -493,10 +755,11 @@ impl<'m> MetricConversion<'m> {
                 return;
             }
         };
+        let attrs = self.attributes(&p.attributes);
         match rate {
-            None => self.sample(component, series_name(name, &p.attributes), t, value),
+            None => self.sample(component, series_name(name, attrs), t, value),
             Some(cumulative) => {
-                let metric = series_name(&format!("{name}:rate"), &p.attributes);
+                let metric = series_name(&format!("{name}:rate"), attrs);
                 let point = CumulativePoint {
                     time_ns: p.time_unix_nano,
                     count: value,
@@ -572,7 +835,16 @@ impl<'m> MetricConversion<'m> {
         Ok(out)
     }
 
-    fn histogram(&mut self, component: &str, name: &str, p: &HistogramDataPoint, cumulative: bool) {
+    /// A histogram point with its attributes `attrs` (an exponential histogram's point comes
+    /// as a histogram point without buckets and attributes).
+    fn histogram(
+        &mut self,
+        component: &str,
+        name: &str,
+        p: &HistogramDataPoint,
+        attrs: &[KeyValue],
+        cumulative: bool,
+    ) {
         let Some(t) = time(p.time_unix_nano) else {
             self.batch
                 .reject(|| format!("metric {name:?}: a point without time"));
@@ -584,7 +856,8 @@ impl<'m> MetricConversion<'m> {
             sum: p.sum.unwrap_or(f64::NAN),
             buckets: p.bucket_counts.clone(),
         };
-        let key_name = series_name(name, &p.attributes);
+        let attrs = self.attributes(attrs);
+        let key_name = series_name(name, attrs);
         match self.delta(
             component,
             &key_name,
@@ -593,7 +866,7 @@ impl<'m> MetricConversion<'m> {
             point,
         ) {
             Ok(Some((dt, d))) => {
-                let named = |stat: &str| series_name(&format!("{name}:{stat}"), &p.attributes);
+                let named = |stat: &str| series_name(&format!("{name}:{stat}"), attrs);
                 self.sample(component, named("rate"), t, d.count / dt);
                 if d.count > 0.0 {
                     self.sample(component, named("mean"), t, d.sum / d.count);
@@ -807,5 +1080,127 @@ mod tests {
             }),
             "x"
         );
+    }
+
+    #[test]
+    fn limits_reject_records_and_drop_attributes_with_a_message() {
+        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span as OtlpSpan};
+        let span = |i: u8, attrs: usize| OtlpSpan {
+            trace_id: vec![1; 16],
+            span_id: vec![i; 8],
+            start_time_unix_nano: T0,
+            attributes: (0..attrs).map(|a| kv(&format!("k{a}"), "v")).collect(),
+            ..Default::default()
+        };
+        let mut failed = span(1, 4);
+        failed
+            .attributes
+            .push(kv("http.response.status_code", "503"));
+        let req = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![failed, span(2, 1), span(3, 0), OtlpSpan::default()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let limits = RecordLimits {
+            max_records: 3,
+            max_attributes: 2,
+            max_bytes: u64::MAX,
+        };
+        let (batch, counts) = spans_within(&req, limits);
+        assert_eq!(batch.spans.len(), 3);
+        assert_eq!(batch.spans[0].attributes.len(), 2);
+        // The failure is read from an attribute past the limit.
+        assert!(batch.spans[0].error);
+        assert_eq!(batch.rejected, 1);
+        assert_eq!(
+            counts,
+            LimitCounts {
+                attributes_dropped: 3,
+                records_cut: 1,
+                over_records: 1,
+                over_bytes: 0
+            }
+        );
+        let why = batch.rejection.unwrap();
+        assert!(
+            why.contains("1 spans past the first 3") && why.contains("3 attributes dropped"),
+            "{why}"
+        );
+        // Unlimited, the conversion is as before.
+        let all = spans(&req);
+        assert_eq!((all.spans.len(), all.rejected), (3, 1));
+        assert_eq!(all.spans[0].attributes.len(), 5);
+    }
+
+    #[test]
+    fn converted_records_are_held_to_the_byte_bound() {
+        use opentelemetry_proto::tonic::metrics::v1::{
+            Summary, SummaryDataPoint, summary_data_point,
+        };
+        // One summary point with 100 attributes of 1 KB and 1000 quantiles: each quantile's
+        // sample names every attribute, 100 MB from a body of about 120 KB.
+        let point = SummaryDataPoint {
+            attributes: (0..100)
+                .map(|a| kv(&format!("k{a}"), &"x".repeat(1000)))
+                .collect(),
+            time_unix_nano: T0,
+            quantile_values: (0..1000)
+                .map(|q| summary_data_point::ValueAtQuantile {
+                    quantile: f64::from(q) / 1000.0,
+                    value: 1.0,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let summary = Metric {
+            name: "latency".into(),
+            data: Some(Data::Summary(Summary {
+                data_points: vec![point],
+            })),
+            ..Default::default()
+        };
+        let limits = RecordLimits {
+            max_records: 10,
+            max_attributes: 128,
+            max_bytes: 1 << 20,
+        };
+        let memory = SeriesMemory::new(10);
+        let c = MetricConversion::run_within(&memory, &export(vec![summary]), limits);
+        let bytes: u64 = c.batch.metrics.iter().map(RecordBytes::record_bytes).sum();
+        assert!(bytes <= 1 << 20, "{bytes}");
+        assert!(!c.batch.metrics.is_empty());
+        assert_eq!(
+            c.batch.metrics.len() as u64 + c.limited.over_bytes,
+            1000,
+            "every quantile is a sample kept or rejected"
+        );
+        assert_eq!(c.batch.rejected, c.limited.over_bytes);
+        assert!(
+            c.batch
+                .rejection
+                .unwrap()
+                .contains("max_request_memory_bytes")
+        );
+    }
+
+    #[test]
+    fn record_bytes_count_text_and_attributes() {
+        let span = Span {
+            trace_id: "ab".into(),
+            span_id: "cd".into(),
+            parent_id: None,
+            component: "cart".into(),
+            operation: "GET".into(),
+            start: Timestamp::from_secs(1),
+            duration_us: 1,
+            error: false,
+            attributes: [("k".to_string(), "v".repeat(1000))].into(),
+        };
+        let base = std::mem::size_of::<Span>() as u64 + 2 + 2 + 4 + 3;
+        assert_eq!(span.record_bytes(), base + 1001 + ATTRIBUTE_OVERHEAD_BYTES);
     }
 }

@@ -50,6 +50,37 @@ pub enum OtlpError {
         /// The most requests decoded at once.
         limit: usize,
     },
+    /// The request would take more memory once decoded than one request may
+    /// ([`OtlpLimits::max_request_memory_bytes`](super::OtlpLimits::max_request_memory_bytes),
+    /// or twice that past the intake's whole
+    /// [`OtlpLimits::max_memory_bytes`](super::OtlpLimits::max_memory_bytes)), as estimated
+    /// from its body before decoding it: send smaller batches.
+    #[error(
+        "request too large: it would take about {estimate} bytes of memory once decoded, over the limit of {limit} bytes"
+    )]
+    TooMuchMemory {
+        /// The estimate, in bytes (at least this much: the estimate stops past the limit).
+        estimate: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// Taking the request now would pass the intake's memory limit
+    /// ([`OtlpLimits::max_memory_bytes`](super::OtlpLimits::max_memory_bytes)): the requests
+    /// being decoded and what the store holds leave no room for it. Retry later (the refusal of
+    /// the Collector's memory limiter, before the body is decoded).
+    #[error(
+        "memory limit: this request needs about {needed} bytes, while {reserved} are reserved by requests being decoded and the store holds {held}, of a limit of {limit} bytes; retry later"
+    )]
+    MemoryPressure {
+        /// What the request would reserve, in bytes.
+        needed: u64,
+        /// What requests being decoded have reserved, in bytes.
+        reserved: u64,
+        /// What the store holds, in bytes.
+        held: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
 }
 
 impl OtlpError {
@@ -58,9 +89,11 @@ impl OtlpError {
         match self {
             OtlpError::BadRequest { .. } => 400,
             OtlpError::UnsupportedMediaType { .. } => 415,
-            OtlpError::TooLarge { .. } => 413,
+            OtlpError::TooLarge { .. } | OtlpError::TooMuchMemory { .. } => 413,
             OtlpError::StoreFull { .. } => 507,
-            OtlpError::StoreUnavailable { .. } | OtlpError::Busy { .. } => 503,
+            OtlpError::StoreUnavailable { .. }
+            | OtlpError::Busy { .. }
+            | OtlpError::MemoryPressure { .. } => 503,
         }
     }
 
@@ -69,7 +102,9 @@ impl OtlpError {
     pub fn retryable(&self) -> bool {
         matches!(
             self,
-            OtlpError::StoreUnavailable { .. } | OtlpError::Busy { .. }
+            OtlpError::StoreUnavailable { .. }
+                | OtlpError::Busy { .. }
+                | OtlpError::MemoryPressure { .. }
         )
     }
 
@@ -78,8 +113,12 @@ impl OtlpError {
     pub fn rpc_code(&self) -> i32 {
         match self {
             OtlpError::BadRequest { .. } | OtlpError::UnsupportedMediaType { .. } => 3,
-            OtlpError::TooLarge { .. } | OtlpError::StoreFull { .. } => 8,
-            OtlpError::StoreUnavailable { .. } | OtlpError::Busy { .. } => 14,
+            OtlpError::TooLarge { .. }
+            | OtlpError::TooMuchMemory { .. }
+            | OtlpError::StoreFull { .. } => 8,
+            OtlpError::StoreUnavailable { .. }
+            | OtlpError::Busy { .. }
+            | OtlpError::MemoryPressure { .. } => 14,
         }
     }
 }

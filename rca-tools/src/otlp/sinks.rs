@@ -15,7 +15,7 @@ use rca_core::source::{
 use rca_core::{SourceError, Timestamp};
 
 use super::SinkError;
-use super::convert::TelemetryBatch;
+use super::convert::{RecordBytes, TelemetryBatch};
 use crate::sources::incident::{
     FORMAT_VERSION, MANIFEST, METRICS_CSV_HEADER, Manifest, RangeText, SPANS_CSV_HEADER,
     TelemetryFiles, log_json_line, metric_csv_fields, span_csv_fields, write_manifest,
@@ -29,6 +29,14 @@ use crate::sources::{
 pub trait TelemetrySink: Send + Sync {
     /// Keeps `batch`.
     fn store(&self, batch: &TelemetryBatch) -> Result<(), SinkError>;
+
+    /// Bytes of memory the sink holds now (0 by default: a sink that writes elsewhere). The
+    /// intake counts them toward its memory limit ([`OtlpLimits::max_memory_bytes`]).
+    ///
+    /// [`OtlpLimits::max_memory_bytes`]: super::OtlpLimits::max_memory_bytes
+    fn held_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// The log file of an incident directory written by [`IncidentDirSink`].
@@ -276,23 +284,109 @@ impl TelemetrySink for IncidentDirSink {
 }
 
 /// Received telemetry kept in memory, for a host that diagnoses live (the diagnosis service):
-/// at most `max_records` records of each kind, the oldest received dropped first (and
-/// counted). It is itself a [`LogSource`], [`MetricSource`] and [`TraceSource`] (each query
-/// answered from what it holds then); [`TelemetryBuffer::snapshot`] copies what it holds into
-/// file sources cut at a time.
+/// at most `max_records` records of each kind and at most `max_bytes` bytes of records in all
+/// (each record's [`RecordBytes`] estimate, with its slot), the oldest received dropped first
+/// (and counted). A record larger than the whole byte budget is not kept (and counted as
+/// dropped) rather than evicting everything else. It is itself a [`LogSource`],
+/// [`MetricSource`] and [`TraceSource`] (each query answered from what it holds then);
+/// [`TelemetryBuffer::snapshot`] copies what it holds into file sources cut at a time.
 #[derive(Debug)]
 pub struct TelemetryBuffer {
     max_records: usize,
+    max_bytes: u64,
     state: Mutex<BufferState>,
+}
+
+/// The byte budget of a [`TelemetryBuffer`] unless [`TelemetryBuffer::with_max_bytes`] sets
+/// another: 256 MiB, which with the intake's default request budgets (two decodes of at most
+/// 128 MiB each) fits its default memory limit of 512 MiB.
+pub const DEFAULT_BUFFER_BYTES: u64 = 256 << 20;
+
+/// A buffered record: the batch it came in (its age), its size and itself.
+#[derive(Debug)]
+struct Held<T> {
+    seq: u64,
+    bytes: u64,
+    record: T,
 }
 
 #[derive(Debug, Default)]
 struct BufferState {
-    logs: VecDeque<LogRecord>,
-    metrics: VecDeque<MetricSample>,
-    spans: VecDeque<Span>,
+    logs: VecDeque<Held<LogRecord>>,
+    metrics: VecDeque<Held<MetricSample>>,
+    spans: VecDeque<Held<Span>>,
     evicted: u64,
+    /// Bytes of the records held.
+    bytes: u64,
+    /// The number of the next batch stored.
+    next_seq: u64,
 }
+
+impl BufferState {
+    /// Appends `items` of one batch, dropping (and counting) a record larger than `max_bytes`
+    /// on its own; returns the bytes added.
+    fn push<T: Clone + RecordBytes>(
+        queue: &mut VecDeque<Held<T>>,
+        items: &[T],
+        seq: u64,
+        max_bytes: u64,
+        evicted: &mut u64,
+    ) -> u64 {
+        let mut added = 0;
+        for r in items {
+            let bytes = r.record_bytes() + HELD_OVERHEAD;
+            if bytes > max_bytes {
+                *evicted += 1;
+                continue;
+            }
+            added += bytes;
+            queue.push_back(Held {
+                seq,
+                bytes,
+                record: r.clone(),
+            });
+        }
+        added
+    }
+
+    /// Drops the oldest records of `queue` past `max` records.
+    fn trim_count<T>(queue: &mut VecDeque<Held<T>>, max: usize, bytes: &mut u64) -> u64 {
+        let over = queue.len().saturating_sub(max);
+        for h in queue.drain(..over) {
+            *bytes -= h.bytes;
+        }
+        over as u64
+    }
+
+    /// Drops the oldest records of any kind until at most `max_bytes` are held.
+    fn trim_bytes(&mut self, max_bytes: u64) -> u64 {
+        let mut dropped = 0;
+        while self.bytes > max_bytes {
+            let fronts = [
+                self.logs.front().map(|h| h.seq),
+                self.metrics.front().map(|h| h.seq),
+                self.spans.front().map(|h| h.seq),
+            ];
+            let oldest = (0..3)
+                .filter_map(|i| fronts[i].map(|seq| (seq, i)))
+                .min()
+                .map(|(_, i)| i);
+            let bytes = match oldest {
+                Some(0) => self.logs.pop_front().map(|h| h.bytes),
+                Some(1) => self.metrics.pop_front().map(|h| h.bytes),
+                Some(_) => self.spans.pop_front().map(|h| h.bytes),
+                None => None,
+            };
+            let Some(bytes) = bytes else { break };
+            self.bytes -= bytes;
+            dropped += 1;
+        }
+        dropped
+    }
+}
+
+/// What holding one record costs besides its [`RecordBytes`]: its age and size.
+const HELD_OVERHEAD: u64 = 16;
 
 /// What a [`TelemetryBuffer`] held at one moment, as the file sources the analyzers read.
 #[derive(Debug, Clone)]
@@ -305,23 +399,31 @@ pub struct BufferedTelemetry {
     pub traces: FileTraceSource,
 }
 
-fn bounded_push<T: Clone>(queue: &mut VecDeque<T>, items: &[T], max: usize) -> u64 {
-    queue.extend(items.iter().cloned());
-    let over = queue.len().saturating_sub(max);
-    queue.drain(..over);
-    over as u64
-}
-
 impl TelemetryBuffer {
-    /// A buffer of at most `max_records` records of each kind.
+    /// A buffer of at most `max_records` records of each kind and [`DEFAULT_BUFFER_BYTES`] in
+    /// all.
     pub fn new(max_records: usize) -> Self {
         TelemetryBuffer {
             max_records,
+            max_bytes: DEFAULT_BUFFER_BYTES,
             state: Mutex::new(BufferState::default()),
         }
     }
 
-    /// Records dropped to stay within the bound so far.
+    /// The buffer holding at most `max_bytes` bytes of records in all (estimated per record
+    /// with [`RecordBytes`]).
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Its byte budget.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Records dropped to stay within the bounds (of records and of bytes) so far.
     pub fn evicted(&self) -> u64 {
         self.state.lock().map_or(0, |s| s.evicted)
     }
@@ -337,9 +439,9 @@ impl TelemetryBuffer {
     pub fn snapshot(&self, cutoff: Option<Timestamp>) -> BufferedTelemetry {
         let (logs, metrics, spans) = match self.state.lock() {
             Ok(s) => (
-                s.logs.iter().cloned().collect(),
-                s.metrics.iter().cloned().collect(),
-                s.spans.iter().cloned().collect(),
+                s.logs.iter().map(|h| h.record.clone()).collect(),
+                s.metrics.iter().map(|h| h.record.clone()).collect(),
+                s.spans.iter().map(|h| h.record.clone()).collect(),
             ),
             Err(_) => Default::default(),
         };
@@ -355,13 +457,17 @@ impl TelemetryBuffer {
     /// The records of one kind that match `keep`, taken under the lock.
     fn matching<T: Clone>(
         &self,
-        pick: impl Fn(&BufferState) -> &VecDeque<T>,
+        pick: impl Fn(&BufferState) -> &VecDeque<Held<T>>,
         keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<T>, SourceError> {
         let s = self.state.lock().map_err(|_| SourceError::Failed {
             message: "the telemetry buffer's lock is poisoned".into(),
         })?;
-        Ok(pick(&s).iter().filter(|r| keep(r)).cloned().collect())
+        Ok(pick(&s)
+            .iter()
+            .filter(|h| keep(&h.record))
+            .map(|h| h.record.clone())
+            .collect())
     }
 }
 
@@ -380,7 +486,7 @@ impl LogSource for TelemetryBuffer {
         let s = self.state.lock().map_err(|_| SourceError::Failed {
             message: "the telemetry buffer's lock is poisoned".into(),
         })?;
-        Ok(distinct_components(&s.logs))
+        Ok(distinct_components(s.logs.iter().map(|h| &h.record)))
     }
 }
 
@@ -400,7 +506,7 @@ impl MetricSource for TelemetryBuffer {
         let s = self.state.lock().map_err(|_| SourceError::Failed {
             message: "the telemetry buffer's lock is poisoned".into(),
         })?;
-        Ok(distinct_series(&s.metrics))
+        Ok(distinct_series(s.metrics.iter().map(|h| &h.record)))
     }
 }
 
@@ -417,18 +523,32 @@ impl TelemetrySink for TelemetryBuffer {
         let mut s = self.state.lock().map_err(|_| SinkError::Unavailable {
             message: "the telemetry buffer's lock is poisoned".into(),
         })?;
-        let max = self.max_records;
-        let mut evicted = bounded_push(&mut s.logs, &batch.logs, max);
-        evicted += bounded_push(&mut s.metrics, &batch.metrics, max);
-        evicted += bounded_push(&mut s.spans, &batch.spans, max);
+        let s = &mut *s;
+        let (max, max_bytes) = (self.max_records, self.max_bytes);
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        let mut evicted = 0;
+        let mut added = BufferState::push(&mut s.logs, &batch.logs, seq, max_bytes, &mut evicted);
+        added += BufferState::push(&mut s.metrics, &batch.metrics, seq, max_bytes, &mut evicted);
+        added += BufferState::push(&mut s.spans, &batch.spans, seq, max_bytes, &mut evicted);
+        s.bytes += added;
+        evicted += BufferState::trim_count(&mut s.logs, max, &mut s.bytes);
+        evicted += BufferState::trim_count(&mut s.metrics, max, &mut s.bytes);
+        evicted += BufferState::trim_count(&mut s.spans, max, &mut s.bytes);
+        evicted += s.trim_bytes(max_bytes);
         s.evicted += evicted;
         Ok(())
+    }
+
+    fn held_bytes(&self) -> u64 {
+        self.state.lock().map_or(0, |s| s.bytes)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::otlp::RecordBytes;
     use crate::sources::incident::IncidentDir;
     use rca_core::source::Level;
 
@@ -551,5 +671,61 @@ mod tests {
         )
         .unwrap();
         assert!(IncidentDirSink::open(other.path(), 1 << 20).is_err());
+    }
+
+    fn big_span(t: i64, attributes: usize) -> TelemetryBatch {
+        let mut b = batch(t);
+        b.logs.clear();
+        b.metrics.clear();
+        b.spans[0].attributes = (0..attributes)
+            .map(|a| (format!("attribute.{a}"), "value".to_string()))
+            .collect();
+        b
+    }
+
+    #[test]
+    fn the_buffer_holds_at_most_its_byte_budget() {
+        let budget = 64 << 10;
+        let buffer = TelemetryBuffer::new(1_000_000).with_max_bytes(budget);
+        assert_eq!(buffer.max_bytes(), budget);
+        // A span whose attributes alone are past the budget is not kept, and nothing else is
+        // evicted for it.
+        buffer.store(&batch(0)).unwrap();
+        let held = buffer.held_bytes();
+        buffer.store(&big_span(1, 100_000)).unwrap();
+        assert_eq!(buffer.held_bytes(), held);
+        assert_eq!((buffer.len(), buffer.evicted()), ((1, 1, 1), 1));
+        // Spans of a quarter of the budget each: the oldest records go first, of every kind.
+        for t in 2..10 {
+            buffer.store(&big_span(t, 100)).unwrap();
+            assert!(buffer.held_bytes() <= budget, "{}", buffer.held_bytes());
+        }
+        let snap = buffer.snapshot(None);
+        let spans = snap.traces.spans_all();
+        assert!(spans.len() < 8, "{}", spans.len());
+        assert_eq!(spans.last().unwrap().span_id, "s9");
+        assert!(spans.windows(2).all(|w| w[0].span_id < w[1].span_id));
+        let (logs, metrics, kept) = buffer.len();
+        assert_eq!(logs, 0, "the first batch's log went first");
+        // Stored: one batch of three records, the big span, eight spans.
+        assert_eq!(
+            buffer.evicted(),
+            1 + (3 + 8) - (logs + metrics + kept) as u64
+        );
+        // Bytes held are what the records weigh.
+        let snap = buffer.snapshot(None);
+        let weight: u64 = snap
+            .traces
+            .spans_all()
+            .iter()
+            .map(|s| s.record_bytes() + HELD_OVERHEAD)
+            .sum::<u64>()
+            + snap
+                .metrics
+                .samples_all()
+                .iter()
+                .map(|m| m.record_bytes() + HELD_OVERHEAD)
+                .sum::<u64>();
+        assert_eq!(buffer.held_bytes(), weight);
     }
 }
