@@ -36,6 +36,56 @@ pub struct ServeArgs {
     /// Stop after this many seconds (for scripts and tests).
     #[arg(long)]
     pub for_seconds: Option<u64>,
+    /// A TOML file with a `[listener]` table: TLS, the clients allowed in (route groups
+    /// `telemetry` for `/v1/*`, `operations` for the stats), deadlines, connection caps and
+    /// rates (the diagnosis service's `[listener]`; paths relative to the file). Without it:
+    /// no TLS, no authentication, so loopback only.
+    #[arg(long)]
+    pub listener: Option<PathBuf>,
+}
+
+/// The `[listener]` table of `--listener FILE`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenerFile {
+    #[serde(default)]
+    listener: rca_listen::ListenerConfig,
+}
+
+/// Reads `--listener FILE`, its relative paths taken from the file's folder.
+fn listener_config(path: &std::path::Path) -> anyhow::Result<rca_listen::ListenerConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the listener file {}", path.display()))?;
+    let mut config = toml::from_str::<ListenerFile>(&text)
+        .with_context(|| format!("{} is not a [listener] table", path.display()))?
+        .listener;
+    let base = path.parent().unwrap_or(std::path::Path::new("."));
+    let resolve = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    };
+    if let Some(tls) = config.tls.as_mut() {
+        resolve(&mut tls.cert_file);
+        resolve(&mut tls.key_file);
+        if let Some(ca) = tls.client_ca_file.as_mut() {
+            resolve(ca);
+        }
+    }
+    for client in &mut config.clients {
+        client.bearer_token_file.iter_mut().for_each(resolve);
+        client.password_file.iter_mut().for_each(resolve);
+    }
+    Ok(config)
+}
+
+/// `/v1/*` is `telemetry`; everything else (`/otlp/stats`, `/listener/stats`) `operations`.
+fn route_group(path: &str) -> rca_listen::Access {
+    if path.starts_with("/v1/") {
+        rca_listen::Access::Group("telemetry")
+    } else {
+        rca_listen::Access::Group("operations")
+    }
 }
 
 /// Runs `rca otlp`.
@@ -79,19 +129,39 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ..OtlpLimits::default()
     };
     let intake = Arc::new(OtlpIntake::new(Arc::new(sink), limits));
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let config = match &args.listener {
+        Some(path) => listener_config(path)?,
+        None => rca_listen::ListenerConfig::default(),
+    };
+    let guard = rca_listen::Listener::new(&config, args.listen)?;
+    let socket = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
+    let addr = socket.local_addr()?;
     println!("listening on {addr}");
     eprintln!(
-        "rca otlp: OTLP/HTTP on http://{addr}/v1/{{traces,logs,metrics}}, writing {}",
+        "rca otlp: OTLP/HTTP on {}://{addr}/v1/{{traces,logs,metrics}}, writing {}",
+        guard.scheme(),
         args.dir.display()
     );
-    axum::serve(listener, router(Arc::clone(&intake)))
-        .with_graceful_shutdown(stop_signal(args.for_seconds))
+    let counters = guard.counters();
+    let routes = router(Arc::clone(&intake)).route(
+        "/listener/stats",
+        axum::routing::get(move || {
+            let counters = Arc::clone(&counters);
+            async move { axum::Json(counters.snapshot()) }
+        }),
+    );
+    let routes = guard.protect(routes, route_group);
+    guard
+        .clone()
+        .serve(socket, routes, stop_signal(args.for_seconds))
         .await?;
-    let stats = serde_json::to_string(&intake.stats())?;
+    // The intake's counts, and the listener's under `listener`.
+    let mut stats = serde_json::to_value(intake.stats())?;
+    if let Some(map) = stats.as_object_mut() {
+        map.insert("listener".into(), serde_json::to_value(guard.stats())?);
+    }
     println!("{stats}");
     Ok(())
 }

@@ -41,6 +41,11 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
+        Self::start_as(dir, extra, "http", "127.0.0.1")
+    }
+
+    /// With `scheme` and `host` in its base URL (`https`, `localhost` under TLS).
+    fn start_as(dir: &Path, extra: &[&str], scheme: &str, host: &str) -> Server {
         let mut child = super::rca()
             .args(["otlp", "serve"])
             .arg(dir)
@@ -54,14 +59,15 @@ impl Server {
         BufReader::new(child.stdout.as_mut().expect("piped"))
             .read_line(&mut first)
             .expect("the server prints its address");
-        let addr = first
+        let addr: std::net::SocketAddr = first
             .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_string();
+            .parse()
+            .unwrap();
         Server {
             child,
-            base: format!("http://{addr}"),
+            base: format!("{scheme}://{host}:{}", addr.port()),
         }
     }
 
@@ -115,8 +121,28 @@ fn lines(path: PathBuf) -> usize {
 }
 
 fn shop(python_path: &str, base: &str, faulty: &str, mode: &str) -> Value {
-    let out = Command::new("python3")
+    shop_with(python_path, base, faulty, mode, &[])
+}
+
+/// [`shop`] with more environment (the SDK's `OTEL_EXPORTER_OTLP_*` settings).
+fn shop_with(
+    python_path: &str,
+    base: &str,
+    faulty: &str,
+    mode: &str,
+    env: &[(&str, String)],
+) -> Value {
+    let mut command = Command::new("python3");
+    if !env.is_empty() {
+        // `requests` (under the exporter) lets these override the authority the exporter
+        // sets on its session (psf/requests#3829): the SDK's own settings must decide.
+        command
+            .env_remove("REQUESTS_CA_BUNDLE")
+            .env_remove("CURL_CA_BUNDLE");
+    }
+    let out = command
         .env("PYTHONPATH", python_path)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .arg(super::repo_root().join("rca-cli/tests/otel/shop.py"))
         .args([base, faulty, mode, "300"])
         .output()
@@ -232,6 +258,98 @@ fn the_python_sdk_exports_a_shop_and_the_diagnosis_names_the_broken_service() {
             assert!(counts.iter().all(|&n| n > 0), "{text}");
         }
     }
+}
+
+/// The SDK exports over TLS with a client certificate and a bearer token, set the way its
+/// users set them (`OTEL_EXPORTER_OTLP_HEADERS`, `..._CERTIFICATE`, `..._CLIENT_*`); exports
+/// without the token, or with another, are refused with 401 and counted.
+#[test]
+fn the_python_sdk_exports_over_tls_with_a_client_certificate_and_a_token() {
+    let Some(python_path) = otel_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = rca_listen::TestPki::generate(tmp.path()).unwrap();
+    let token = "shop-token-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    std::fs::write(
+        tmp.path().join("shop.sha256"),
+        rca_listen::hash_secret(token),
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("listener.toml"),
+        "[listener]\n\
+         [listener.tls]\n\
+         cert_file = \"server.pem\"\n\
+         key_file = \"server-key.pem\"\n\
+         client_ca_file = \"ca.pem\"\n\
+         [[listener.clients]]\n\
+         name = \"shop\"\n\
+         routes = [\"telemetry\"]\n\
+         bearer_token_file = \"shop.sha256\"\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("incident");
+    let listener = tmp.path().join("listener.toml");
+    let server = Server::start_as(
+        &dir,
+        &["--listener", listener.to_str().unwrap()],
+        "https",
+        "localhost",
+    );
+    let file = |p: &Path| p.to_str().unwrap().to_string();
+    let made = shop_with(
+        &python_path,
+        &server.base,
+        "pricing",
+        "error",
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                format!("authorization=Bearer%20{token}"),
+            ),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", file(&pki.ca_file)),
+            (
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+                file(&pki.client_cert_file),
+            ),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", file(&pki.client_key_file)),
+        ],
+    );
+    // Without the token, and with a wrong one (the client certificate alone is not enough).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let statuses = runtime.block_on(async {
+        let mut identity = std::fs::read(&pki.client_cert_file).unwrap();
+        identity.extend(std::fs::read(&pki.client_key_file).unwrap());
+        let client = reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(&std::fs::read(&pki.ca_file).unwrap()).unwrap(),
+            )
+            .identity(reqwest::Identity::from_pem(&identity).unwrap())
+            .build()
+            .unwrap();
+        let mut out = Vec::new();
+        for auth in [None, Some("Bearer shop-token-guess")] {
+            let mut request = client
+                .post(format!("{}/v1/traces", server.base))
+                .header("content-type", "application/json")
+                .body("{}");
+            if let Some(a) = auth {
+                request = request.header("authorization", a);
+            }
+            out.push(request.send().await.unwrap().status().as_u16());
+        }
+        out
+    });
+    assert_eq!(statuses, [401, 401]);
+    let stats = server.stop();
+    assert_eq!(stats["listener"]["unauthenticated"], 2, "{stats}");
+    assert_eq!(stats["spans"], made["spans"], "{stats} {made}");
+    assert_eq!(stats["logs"], made["logs"], "{stats} {made}");
+    assert!(stats["metric_samples"].as_u64().unwrap() > 0, "{stats}");
 }
 
 #[test]
