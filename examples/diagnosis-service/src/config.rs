@@ -105,6 +105,10 @@ pub struct ServiceConfig {
     /// unless `listener.allow_unauthenticated` says otherwise on purpose.
     #[serde(default)]
     pub listener: rca_listen::ListenerConfig,
+    /// How long reports are kept and how many bytes they may take (`[retention]`): older
+    /// ones, and the oldest beyond the bytes, are deleted with their resolutions.
+    #[serde(default)]
+    pub retention: crate::retention::RetentionConfig,
     /// Testing only: each worker waits this long, holding its claim, between a finished
     /// diagnosis and storing its report, in milliseconds (so that a test can stop a process
     /// mid-diagnosis). Leave it at 0, the default, anywhere else.
@@ -319,6 +323,7 @@ impl ServiceConfig {
         ServiceConfig {
             listen: default_listen(),
             listener: rca_listen::ListenerConfig::default(),
+            retention: crate::retention::RetentionConfig::default(),
             store_dir: store_dir.into(),
             lookback_minutes: default_lookback(),
             current_minutes: default_current(),
@@ -429,6 +434,7 @@ impl ServiceConfig {
             return Err("`scope_labels` must name alert labels, e.g. [\"job\"]".into());
         }
         self.listener.validate()?;
+        self.retention.validate()?;
         if let Some(pg) = &self.postgres {
             if !cfg!(feature = "postgres") {
                 return Err(

@@ -435,12 +435,6 @@ impl Inbox {
         self.finished.send_modify(|n| *n += 1);
     }
 
-    /// The entry for `id` could not be finished (its report could not be stored): it stays
-    /// on disk, to be diagnosed again after the next start, and is reported as failed now.
-    pub async fn set_aside(&self, id: &str, message: String) {
-        self.settle(id, Some(message)).await;
-    }
-
     /// Where `id` stands.
     pub async fn progress(&self, id: &str) -> Progress {
         let state = self.state.lock().await;

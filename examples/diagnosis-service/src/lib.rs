@@ -38,6 +38,7 @@ pub mod pg_queue;
 #[cfg(feature = "postgres")]
 pub mod pg_store;
 pub mod queue;
+pub mod retention;
 pub mod store;
 pub mod worker;
 
@@ -93,6 +94,8 @@ pub struct Service {
     /// The store's lock (file mode): one store, one running service.
     _store_lock: Option<std::fs::File>,
     listener: rca_listen::Listener,
+    /// Ends the retention task.
+    retention_stop: tokio::sync::watch::Sender<bool>,
     router: axum::Router,
     inbox: SharedQueue,
     store: ReportStore,
@@ -245,9 +248,16 @@ impl Service {
             }),
         );
         let routes = listener.protect(routes, route_group);
+        let (retention_stop, stop_retention) = tokio::sync::watch::channel(false);
+        tokio::spawn(retention::run(
+            store.clone(),
+            config.retention,
+            stop_retention,
+        ));
         Ok(Service {
             _store_lock: lock,
             listener,
+            retention_stop,
             router: routes,
             inbox,
             store,
@@ -298,11 +308,13 @@ impl Service {
     /// yet diagnosed stay in the inbox for the next start (in the shared queue: for any
     /// process, once the abandoned claims' leases run out).
     pub async fn stop(self, grace: Duration) {
+        let _ = self.retention_stop.send(true);
         self.workers.stop(grace).await;
     }
 
     /// Ends the workers at once, as a crash would (the inbox keeps what they had not done).
     pub fn crash(self) {
+        let _ = self.retention_stop.send(true);
         self.workers.abort();
     }
 }

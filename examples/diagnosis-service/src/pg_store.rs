@@ -3,11 +3,13 @@
 //! database answers `GET /reports/{id}` for every report.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::diagnosis::StoredReport;
-use crate::pg::{EPISODES, Pg, REPORTS, RESOLUTIONS};
+use crate::pg::{EPISODES, JOBS, Pg, REPORTS, RESOLUTIONS};
+use crate::retention::Pruned;
 use crate::store::{
     ReportBackend, Resolution, StoreError, is_report_id, report_from_json, resolution_from_json,
 };
@@ -136,5 +138,52 @@ impl ReportBackend for PgStore {
         rows.iter()
             .map(|r| r.try_get(0).map_err(crate::pg::db_error))
             .collect()
+    }
+
+    /// One statement: the reports stored before `max_age` ago, and those past `max_bytes`
+    /// (their stored size, newest kept first), go with their resolutions and the episodes
+    /// naming them; finished jobs older than `max_age` go too (their claims cascade).
+    async fn prune(&self, max_age: Duration, max_bytes: u64) -> Result<Pruned, StoreError> {
+        let sql = format!(
+            "WITH sized AS (
+               SELECT id, stored_at, pg_column_size(report)::bigint AS size,
+                      sum(pg_column_size(report)::bigint)
+                        OVER (ORDER BY stored_at DESC, id DESC) AS running
+               FROM {reports}),
+             doomed AS (
+               SELECT id, size FROM sized
+               WHERE stored_at < now() - make_interval(secs => $1) OR running > $2),
+             gone AS (DELETE FROM {reports} WHERE id IN (SELECT id FROM doomed) RETURNING id),
+             resolutions AS (DELETE FROM {resolutions} WHERE id IN (SELECT id FROM gone)),
+             episodes AS (DELETE FROM {episodes} WHERE id IN (SELECT id FROM gone)),
+             jobs AS (DELETE FROM {jobs} WHERE state IN ('done', 'failed')
+                        AND updated_at < now() - make_interval(secs => $1))
+             SELECT (SELECT count(*) FROM gone)::bigint,
+                    (SELECT coalesce(sum(size), 0) FROM doomed)::bigint,
+                    (SELECT coalesce(sum(size), 0) FROM sized
+                       WHERE id NOT IN (SELECT id FROM doomed))::bigint",
+            reports = self.pg.table(REPORTS),
+            resolutions = self.pg.table(RESOLUTIONS),
+            episodes = self.pg.table(EPISODES),
+            jobs = self.pg.table(JOBS),
+        );
+        let seconds = max_age.as_secs_f64();
+        let budget = i64::try_from(max_bytes).unwrap_or(i64::MAX);
+        let rows = self.pg.query(&sql, &[&seconds, &budget]).await?;
+        let get = |i: usize| -> Result<u64, StoreError> {
+            let n: i64 = rows
+                .first()
+                .ok_or_else(|| StoreError::Database {
+                    message: "pruning returned no row".into(),
+                })?
+                .try_get(i)
+                .map_err(crate::pg::db_error)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(Pruned {
+            reports: get(0)?,
+            bytes: get(1)?,
+            kept_bytes: get(2)?,
+        })
     }
 }

@@ -174,6 +174,11 @@ impl AlertQueue for FileQueue {
         rx.recv().await.map(|entry| Claim::new(entry, 0))
     }
 
+    /// A report or a record that cannot be written (a full disk, a failing volume) is
+    /// written again after a growing pause (1 s, doubling up to 60 s) until it can be, while
+    /// the service runs: no restart is needed when space returns. Meanwhile the group stays
+    /// pending (a repeat of its notification is a duplicate, a waiter keeps waiting) and its
+    /// inbox entry stays on disk, so a stop loses nothing either.
     async fn complete(
         &self,
         claim: Claim,
@@ -181,20 +186,45 @@ impl AlertQueue for FileQueue {
         store: &ReportStore,
     ) -> Result<(), StoreError> {
         let entry = &claim.entry;
-        match outcome {
-            Outcome::Reported(report) => {
-                if let Err(e) = store.put(&report).await {
-                    // The entry stays on disk for the next start; answered as failed now.
-                    self.inbox.set_aside(&entry.id, e.to_string()).await;
-                    return Err(e);
+        let mut pause = STORE_RETRY_FIRST;
+        let mut attempt = 1u32;
+        loop {
+            let done = match &outcome {
+                Outcome::Reported(report) => match store.put(report).await {
+                    Ok(()) => self.inbox.finish(entry, None).await,
+                    Err(e) => Err(e),
+                },
+                Outcome::AlreadyReported => self.inbox.finish(entry, None).await,
+                Outcome::Failed(message) => self.inbox.finish(entry, Some(message.clone())).await,
+            };
+            match done {
+                Ok(()) => {
+                    if attempt > 1 {
+                        tracing::info!(id = %entry.id, attempt, "stored once the store recovered");
+                    }
+                    return Ok(());
                 }
-                self.inbox.finish(entry, None).await
+                Err(e) => {
+                    tracing::warn!(
+                        id = %entry.id,
+                        attempt,
+                        error = %e,
+                        retry_in_seconds = pause.as_secs(),
+                        "the report could not be stored; trying again"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(STORE_RETRY_MAX);
+                    attempt = attempt.saturating_add(1);
+                }
             }
-            Outcome::AlreadyReported => self.inbox.finish(entry, None).await,
-            Outcome::Failed(message) => self.inbox.finish(entry, Some(message)).await,
         }
     }
 }
+
+/// The first pause before a failed store write is tried again.
+const STORE_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest pause between tries of a failed store write.
+const STORE_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// A queue handle shared by the handlers and the workers.
 pub type SharedQueue = Arc<dyn AlertQueue>;

@@ -6,12 +6,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::alert::Alert;
 use crate::diagnosis::{REPORT_FORMAT_VERSION, StoredReport, sanitize};
+use crate::retention::Pruned;
 
 /// The folder of resolution records inside the store.
 pub const RESOLVED_DIR: &str = "resolved";
@@ -101,6 +103,10 @@ pub trait ReportBackend: std::fmt::Debug + Send + Sync {
     async fn get(&self, id: &str) -> Result<StoredReport, StoreError>;
     /// The ids of the stored reports, sorted.
     async fn ids(&self) -> Result<Vec<String>, StoreError>;
+    /// Deletes the reports stored longer than `max_age` ago and, oldest first, those beyond
+    /// `max_bytes` in all, each with its resolution and its group's episode record when that
+    /// names it (a later notification of the group starts a new episode).
+    async fn prune(&self, max_age: Duration, max_bytes: u64) -> Result<Pruned, StoreError>;
 }
 
 /// Whether `id` has the form of a group's report id (`<16 hex digits>-<Unix ms>`): anything
@@ -211,6 +217,11 @@ impl ReportStore {
     /// The ids of the stored reports, sorted.
     pub async fn ids(&self) -> Result<Vec<String>, StoreError> {
         self.backend.ids().await
+    }
+
+    /// Deletes old reports (see [`ReportBackend::prune`]).
+    pub async fn prune(&self, max_age: Duration, max_bytes: u64) -> Result<Pruned, StoreError> {
+        self.backend.prune(max_age, max_bytes).await
     }
 }
 
@@ -400,6 +411,75 @@ impl FileStore {
         ids.sort();
         Ok(ids)
     }
+
+    /// Deletes old reports, their resolutions and their episode records (see
+    /// [`ReportBackend::prune`]); a report's age is its file's modification time, its size
+    /// that of its file and its resolution's.
+    pub async fn prune(&self, max_age: Duration, max_bytes: u64) -> Result<Pruned, StoreError> {
+        let io = |path: &Path, e: std::io::Error| StoreError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let now = SystemTime::now();
+        // (stored at, id, bytes) of every report.
+        let mut reports = Vec::new();
+        for id in self.ids().await? {
+            let path = self.path(&id);
+            let meta = match tokio::fs::metadata(&path).await {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(&path, e)),
+            };
+            let resolution = tokio::fs::metadata(self.resolution_path(&id))
+                .await
+                .map_or(0, |m| m.len());
+            let stored = meta.modified().unwrap_or(now);
+            reports.push((stored, id, meta.len().saturating_add(resolution)));
+        }
+        // Newest first: the running total decides where the byte budget ends.
+        reports.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+        let mut pruned = Pruned::default();
+        let mut kept = 0u64;
+        for (stored, id, bytes) in reports {
+            let old = now.duration_since(stored).unwrap_or_default() > max_age;
+            if !old && kept.saturating_add(bytes) <= max_bytes {
+                kept = kept.saturating_add(bytes);
+                continue;
+            }
+            self.delete(&id).await?;
+            pruned.reports += 1;
+            pruned.bytes = pruned.bytes.saturating_add(bytes);
+        }
+        pruned.kept_bytes = kept;
+        Ok(pruned)
+    }
+
+    /// Deletes report `id`, its resolution, and its group's episode record if it names `id`.
+    async fn delete(&self, id: &str) -> Result<(), StoreError> {
+        let remove = |path: PathBuf| async move {
+            match tokio::fs::remove_file(&path).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(StoreError::Io {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                }),
+            }
+        };
+        // The episode first: a crash between leaves a report without an episode (a later
+        // notification starts a new one), never an episode naming a deleted report.
+        if let Some((group, _)) = id.split_once('-') {
+            let episode = self.episode_path(group);
+            if tokio::fs::read_to_string(&episode)
+                .await
+                .is_ok_and(|named| named.trim() == id)
+            {
+                remove(episode).await?;
+            }
+        }
+        remove(self.resolution_path(id)).await?;
+        remove(self.path(id)).await
+    }
 }
 
 #[async_trait]
@@ -428,11 +508,75 @@ impl ReportBackend for FileStore {
     async fn ids(&self) -> Result<Vec<String>, StoreError> {
         FileStore::ids(self).await
     }
+    async fn prune(&self, max_age: Duration, max_bytes: u64) -> Result<Pruned, StoreError> {
+        FileStore::prune(self, max_age, max_bytes).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn retention_deletes_old_reports_and_the_oldest_beyond_the_byte_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::new(dir.path());
+        let ids = [
+            "00000000000000a1-1",
+            "00000000000000a2-2",
+            "00000000000000a3-3",
+        ];
+        for (i, id) in ids.iter().enumerate() {
+            // Pruning reads sizes and times only: any 10 KB file stands for a report.
+            std::fs::write(store.path(id), "x".repeat(10_000)).unwrap();
+            let resolution = Resolution {
+                format_version: RESOLUTION_FORMAT_VERSION,
+                id: id.to_string(),
+                received_at_ms: 1,
+                ends_at: String::new(),
+                alerts: Vec::new(),
+            };
+            store.put_resolution(&resolution).await.unwrap();
+            store
+                .open_episode(id.split_once('-').unwrap().0, id)
+                .await
+                .unwrap();
+            // Stored a day, an hour and a second ago.
+            let age = [86_400, 3_600, 1][i];
+            let when = SystemTime::now() - Duration::from_secs(age);
+            std::fs::File::options()
+                .write(true)
+                .open(store.path(id))
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+        // Nothing is old enough or too large: nothing goes.
+        let kept = store
+            .prune(Duration::from_secs(7 * 86_400), 1 << 30)
+            .await
+            .unwrap();
+        assert_eq!(kept.reports, 0);
+        // Older than two hours: the first, with its resolution and its episode record.
+        let pruned = store
+            .prune(Duration::from_secs(7_200), 1 << 30)
+            .await
+            .unwrap();
+        assert_eq!(pruned.reports, 1, "{pruned:?}");
+        assert!(pruned.bytes > 10_000, "{pruned:?}");
+        assert_eq!(store.ids().await.unwrap(), ids[1..].to_vec());
+        assert!(!store.resolution_path(ids[0]).exists());
+        assert!(!store.episode_path("00000000000000a1").exists());
+        // Room for one report: the older of the two goes.
+        let pruned = store
+            .prune(Duration::from_secs(7_200), 15_000)
+            .await
+            .unwrap();
+        assert_eq!(pruned.reports, 1, "{pruned:?}");
+        assert!(pruned.kept_bytes <= 15_000, "{pruned:?}");
+        assert_eq!(store.ids().await.unwrap(), vec![ids[2]]);
+        assert!(store.episode_path("00000000000000a3").exists());
+    }
 
     #[tokio::test]
     async fn store_refuses_unknown_versions() {

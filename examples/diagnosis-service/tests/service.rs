@@ -1068,6 +1068,9 @@ mod binary;
 #[path = "service/security.rs"]
 mod security;
 
+#[path = "service/recovery.rs"]
+mod recovery;
+
 #[cfg(feature = "otlp")]
 mod otlp {
     use super::*;
