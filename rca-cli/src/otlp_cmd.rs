@@ -59,23 +59,7 @@ fn listener_config(path: &std::path::Path) -> anyhow::Result<rca_listen::Listene
     let mut config = toml::from_str::<ListenerFile>(&text)
         .with_context(|| format!("{} is not a [listener] table", path.display()))?
         .listener;
-    let base = path.parent().unwrap_or(std::path::Path::new("."));
-    let resolve = |p: &mut PathBuf| {
-        if p.is_relative() {
-            *p = base.join(&*p);
-        }
-    };
-    if let Some(tls) = config.tls.as_mut() {
-        resolve(&mut tls.cert_file);
-        resolve(&mut tls.key_file);
-        if let Some(ca) = tls.client_ca_file.as_mut() {
-            resolve(ca);
-        }
-    }
-    for client in &mut config.clients {
-        client.bearer_token_file.iter_mut().for_each(resolve);
-        client.password_file.iter_mut().for_each(resolve);
-    }
+    config.resolve_paths(path.parent().unwrap_or(std::path::Path::new(".")));
     Ok(config)
 }
 
@@ -121,6 +105,15 @@ async fn stop_signal(for_seconds: Option<u64>) {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Structured logs on stderr (refusals, TLS failures, the listener's warnings), at `info`
+    // unless RUST_LOG says otherwise; a host that installed its own subscriber keeps it.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
     let sink = IncidentDirSink::open(&args.dir, args.max_bytes)
         .with_context(|| format!("cannot write the incident directory {}", args.dir.display()))?;
     let limits = OtlpLimits {
@@ -144,14 +137,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         guard.scheme(),
         args.dir.display()
     );
-    let counters = guard.counters();
-    let routes = router(Arc::clone(&intake)).route(
-        "/listener/stats",
-        axum::routing::get(move || {
-            let counters = Arc::clone(&counters);
-            async move { axum::Json(counters.snapshot()) }
-        }),
-    );
+    let routes = router(Arc::clone(&intake)).route("/listener/stats", guard.stats_route());
     let routes = guard.protect(routes, route_group);
     guard
         .clone()

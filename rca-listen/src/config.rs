@@ -118,6 +118,25 @@ fn default_burst() -> u32 {
 }
 
 impl ListenerConfig {
+    /// Takes the relative paths (certificates, keys, secret files) as relative to `base`, the
+    /// folder of the configuration file that named them.
+    pub fn resolve_paths(&mut self, base: &std::path::Path) {
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(tls) = self.tls.as_mut() {
+            resolve(&mut tls.cert_file);
+            resolve(&mut tls.key_file);
+            tls.client_ca_file.iter_mut().for_each(resolve);
+        }
+        for client in &mut self.clients {
+            client.bearer_token_file.iter_mut().for_each(resolve);
+            client.password_file.iter_mut().for_each(resolve);
+        }
+    }
+
     /// Checks the values; the message names the key and the fix.
     pub fn validate(&self) -> Result<(), String> {
         if self.header_timeout_seconds == 0 || self.header_timeout_seconds > 3600 {

@@ -35,4 +35,4 @@ pub use stats::{ListenerCounters, ListenerStats};
 #[cfg(feature = "test-pki")]
 mod test_pki;
 #[cfg(feature = "test-pki")]
-pub use test_pki::TestPki;
+pub use test_pki::{TestPki, bearer_client};

@@ -114,6 +114,15 @@ impl Listener {
         Arc::clone(&self.counters)
     }
 
+    /// A `GET` route answering [`ListenerStats`] as JSON (mount it under an operations path).
+    pub fn stats_route(&self) -> axum::routing::MethodRouter {
+        let counters = self.counters();
+        axum::routing::get(move || {
+            let counters = Arc::clone(&counters);
+            async move { axum::Json(counters.snapshot()) }
+        })
+    }
+
     /// `router` behind the guard: each path's route group from `classify`; every route that
     /// is not [`Access::Open`] is rate-limited per client and needs a client allowed its group.
     pub fn protect(

@@ -20,6 +20,24 @@ pub struct TestPki {
     pub client_key_file: PathBuf,
 }
 
+/// A client with a bearer token: its hash written to `dir/<name>.sha256`.
+pub fn bearer_client(
+    dir: &Path,
+    name: &str,
+    routes: &[&str],
+    token: &str,
+) -> std::io::Result<crate::ClientConfig> {
+    let file = dir.join(format!("{name}.sha256"));
+    std::fs::write(&file, crate::hash_secret(token))?;
+    Ok(crate::ClientConfig {
+        name: name.into(),
+        routes: routes.iter().map(|r| r.to_string()).collect(),
+        bearer_token_file: Some(file),
+        username: None,
+        password_file: None,
+    })
+}
+
 fn failed(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }

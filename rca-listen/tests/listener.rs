@@ -3,15 +3,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::Extension;
 use axum::routing::{get, post};
-use rca_listen::{
-    Access, ClientConfig, Listener, ListenerConfig, Sender, TestPki, TlsConfig, hash_secret,
-};
+use rca_listen::{Access, Listener, ListenerConfig, Sender, TestPki, TlsConfig, bearer_client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -40,18 +37,6 @@ fn app() -> Router {
         )
 }
 
-fn client(dir: &Path, name: &str, routes: &[&str], token: &str) -> ClientConfig {
-    let file = dir.join(format!("{name}.sha256"));
-    std::fs::write(&file, hash_secret(token)).unwrap();
-    ClientConfig {
-        name: name.into(),
-        routes: routes.iter().map(|r| r.to_string()).collect(),
-        bearer_token_file: Some(file),
-        username: None,
-        password_file: None,
-    }
-}
-
 /// Serves `app()` under `config` on 127.0.0.1; returns the address and the listener.
 async fn start(config: ListenerConfig) -> (SocketAddr, Listener) {
     let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -74,8 +59,8 @@ async fn tls_with_client_certificates_and_tokens_per_route_group() {
             client_ca_file: Some(pki.ca_file.clone()),
         }),
         clients: vec![
-            client(dir.path(), "alertmanager", &["alerts"], "am-secret"),
-            client(dir.path(), "reader", &["reports"], "reader-secret"),
+            bearer_client(dir.path(), "alertmanager", &["alerts"], "am-secret").unwrap(),
+            bearer_client(dir.path(), "reader", &["reports"], "reader-secret").unwrap(),
         ],
         ..ListenerConfig::default()
     };
@@ -267,7 +252,7 @@ fn an_exposed_address_needs_clients_or_a_deliberate_flag() {
     assert!(Listener::new(&on_purpose, exposed).is_ok());
     let dir = tempfile::tempdir().unwrap();
     let with_clients = ListenerConfig {
-        clients: vec![client(dir.path(), "am", &["alerts"], "t")],
+        clients: vec![bearer_client(dir.path(), "am", &["alerts"], "t").unwrap()],
         ..ListenerConfig::default()
     };
     assert!(

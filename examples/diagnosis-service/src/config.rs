@@ -378,17 +378,7 @@ impl ServiceConfig {
         config.data.logs.iter_mut().for_each(resolve);
         config.data.metrics.iter_mut().for_each(resolve);
         config.data.traces.iter_mut().for_each(resolve);
-        if let Some(tls) = config.listener.tls.as_mut() {
-            resolve(&mut tls.cert_file);
-            resolve(&mut tls.key_file);
-            if let Some(ca) = tls.client_ca_file.as_mut() {
-                resolve(ca);
-            }
-        }
-        for client in &mut config.listener.clients {
-            client.bearer_token_file.iter_mut().for_each(resolve);
-            client.password_file.iter_mut().for_each(resolve);
-        }
+        config.listener.resolve_paths(base);
         config.validate().map_err(invalid)?;
         Ok(config)
     }

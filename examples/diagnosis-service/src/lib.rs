@@ -26,6 +26,7 @@ pub mod alert;
 pub mod app;
 pub mod config;
 pub mod diagnosis;
+pub mod hostile;
 pub mod inbox;
 pub mod load;
 pub mod memory;
@@ -239,14 +240,7 @@ impl Service {
             );
             routes = routes.merge(rca_tools::otlp::router(Arc::new(intake)));
         }
-        let counters = listener.counters();
-        let routes = routes.route(
-            "/listener/stats",
-            axum::routing::get(move || {
-                let counters = Arc::clone(&counters);
-                async move { axum::Json(counters.snapshot()) }
-            }),
-        );
+        let routes = routes.route("/listener/stats", listener.stats_route());
         let routes = listener.protect(routes, route_group);
         let (retention_stop, stop_retention) = tokio::sync::watch::channel(false);
         tokio::spawn(retention::run(

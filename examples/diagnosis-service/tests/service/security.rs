@@ -3,19 +3,7 @@
 //! without valid credentials are refused and counted.
 
 use super::*;
-use rca_listen::{ClientConfig, TestPki, TlsConfig, hash_secret};
-
-fn bearer_client(dir: &std::path::Path, name: &str, routes: &[&str], token: &str) -> ClientConfig {
-    let file = dir.join(format!("{name}.sha256"));
-    std::fs::write(&file, hash_secret(token)).unwrap();
-    ClientConfig {
-        name: name.into(),
-        routes: routes.iter().map(|r| r.to_string()).collect(),
-        bearer_token_file: Some(file),
-        username: None,
-        password_file: None,
-    }
-}
+use rca_listen::{TestPki, TlsConfig, bearer_client};
 
 /// One group of one firing (or resolved) alert with the group key `key`.
 fn group(status: &str, key: &str) -> String {
@@ -45,15 +33,16 @@ async fn a_forged_first_alert_or_resolution_cannot_take_over_a_group() {
         client_ca_file: None,
     });
     config.listener.clients = vec![
-        bearer_client(secrets.path(), "alertmanager", &["alerts"], "am-token"),
+        bearer_client(secrets.path(), "alertmanager", &["alerts"], "am-token").unwrap(),
         // Another client allowed to post alerts: it must not touch the first one's groups.
-        bearer_client(secrets.path(), "intruder", &["alerts"], "intruder-token"),
+        bearer_client(secrets.path(), "intruder", &["alerts"], "intruder-token").unwrap(),
         bearer_client(
             secrets.path(),
             "reader",
             &["reports", "operations"],
             "reader-token",
-        ),
+        )
+        .unwrap(),
     ];
     let service = Service::start(&config, telemetry()).await.unwrap();
     assert_eq!(service.scheme(), "https");
