@@ -72,20 +72,49 @@ as_pg_owner() {
   fi
 }
 
+# PostgreSQL over TLS or not, as the client likes (ssl=on with the server certificate of
+# make_tls, which also asks clients for a certificate of the same authority), trust
+# authentication on loopback, except for two roles the TLS tests create, admitted over TLS
+# only: rca_scram with a SCRAM password (channel binding) and rca_cert with a client
+# certificate (the CN "rca test client"). A cluster running from another version of this
+# function or another certificate (e.g. one without TLS) is replaced.
 start_postgres() {
   local bin
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-  local dir=$STATE/pg
+  local dir=$STATE/pg tls=$STATE/tls
+  make_tls "$tls"
+  local marker
+  marker="rca-pg 2 tls $(sha256sum < "$tls/server.pem" | cut -c1-64)"
   if [ -f "$dir/postmaster.pid" ] && as_pg_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
-    return 0
+    if [ "$(cat "$dir/rca-marker" 2>/dev/null)" = "$marker" ]; then
+      return 0
+    fi
+    as_pg_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
   fi
   rm -rf "$dir"
   mkdir -p "$dir"
   [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
   chmod 700 "$dir"
   as_pg_owner "$bin/initdb" -D "$dir" -A trust -U postgres --no-instructions >/dev/null
+  # postgres refuses a key others may read: copies of mode 600, owned by the server's user.
+  local owner=() f
+  [ "$(id -u)" -eq 0 ] && owner=(-o postgres -g postgres)
+  for f in server.pem server-key.pem ca.pem; do
+    install -m 600 "${owner[@]}" "$tls/$f" "$dir/$f"
+  done
+  # The first matching line wins: these come before initdb's trust lines.
+  local hba
+  hba=$(cat "$dir/pg_hba.conf")
+  printf '%s\n' \
+    'hostnossl all rca_scram,rca_cert 127.0.0.1/32 reject' \
+    'hostssl all rca_scram 127.0.0.1/32 scram-sha-256' \
+    'hostssl all rca_cert 127.0.0.1/32 cert map=rca' \
+    "$hba" > "$dir/pg_hba.conf"
+  printf 'rca "rca test client" rca_cert\n' >> "$dir/pg_ident.conf"
   as_pg_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w \
-    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $dir" start >/dev/null
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $dir -c ssl=on -c ssl_cert_file=$dir/server.pem -c ssl_key_file=$dir/server-key.pem -c ssl_ca_file=$dir/ca.pem" \
+    start >/dev/null
+  echo "$marker" > "$dir/rca-marker"
 }
 
 write_prometheus_fixture() {
@@ -352,6 +381,7 @@ case "${1:-start}" in
     start_llm
     cat > "$STATE/env" <<ENV
 export RCA_POSTGRES_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
+export RCA_POSTGRES_CA_FILE="$STATE/tls/ca.pem"
 export RCA_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"
 export RCA_PROMETHEUS_FIXTURE_START="$(cat "$STATE/prom/fixture_start")"
 export RCA_PUSHGATEWAY_URL="http://127.0.0.1:$PUSH_PORT"

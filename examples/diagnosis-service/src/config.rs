@@ -121,9 +121,22 @@ pub struct ServiceConfig {
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// The connection string, as libpq takes it: `host=127.0.0.1 port=5432 user=rca
-    /// dbname=rca` or `postgresql://rca@127.0.0.1/rca` (no TLS: use a local or tunnelled
-    /// server).
+    /// dbname=rca sslmode=require` or `postgresql://rca@127.0.0.1/rca?sslmode=require`. Its
+    /// `sslmode` decides on TLS: `disable` never, `prefer` (the default) when the server
+    /// offers it and `ca_file` is set, `require` always (and needs `ca_file`).
     pub url: String,
+    /// The PEM file of the authority that signed the server's certificate: TLS is available
+    /// only with it (no system roots are trusted). The certificate must also name the host
+    /// of `url`.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// A PEM client certificate (chain) to present when the server asks for one (with
+    /// `client_key_file`; needs `ca_file`).
+    #[serde(default)]
+    pub client_cert_file: Option<PathBuf>,
+    /// The PEM private key of `client_cert_file`.
+    #[serde(default)]
+    pub client_key_file: Option<PathBuf>,
     /// The schema holding the service's tables (created when missing); unset: `public`.
     /// Services that must not share alerts use different schemas.
     #[serde(default)]
@@ -153,6 +166,9 @@ impl std::fmt::Debug for PostgresConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The connection string may carry a password.
         f.debug_struct("PostgresConfig")
+            .field("ca_file", &self.ca_file)
+            .field("client_cert_file", &self.client_cert_file)
+            .field("client_key_file", &self.client_key_file)
             .field("schema", &self.schema)
             .field("lease_seconds", &self.lease_seconds)
             .field("poll_millis", &self.poll_millis)
@@ -168,6 +184,9 @@ impl PostgresConfig {
     pub fn new(url: impl Into<String>) -> Self {
         PostgresConfig {
             url: url.into(),
+            ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
             schema: None,
             lease_seconds: default_lease(),
             poll_millis: default_poll(),
@@ -190,7 +209,26 @@ impl PostgresConfig {
         self.schema.as_deref().unwrap_or("public")
     }
 
-    /// Checks the values; the message names the key and the fix.
+    /// Resolves the relative paths among `ca_file`, `client_cert_file` and `client_key_file`
+    /// against `base` (the configuration file's directory).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for path in [
+            &mut self.ca_file,
+            &mut self.client_cert_file,
+            &mut self.client_key_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if path.is_relative() {
+                *path = base.join(&*path);
+            }
+        }
+    }
+
+    /// Checks the values; the message names the key and the fix. With the `postgres`
+    /// feature, also reads the TLS files (`ca_file`, the client certificate and key) and
+    /// checks the URL's `sslmode` against them.
     pub fn validate(&self) -> Result<(), String> {
         if self.url.trim().is_empty() {
             return Err(
@@ -232,6 +270,8 @@ impl PostgresConfig {
         if self.memory_search_limit == 0 {
             return Err("`postgres.memory_search_limit` must be at least 1, e.g. 10000".into());
         }
+        #[cfg(feature = "postgres")]
+        crate::pg::tls::PgTls::from_config(self)?;
         Ok(())
     }
 }

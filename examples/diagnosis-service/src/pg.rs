@@ -17,16 +17,26 @@
 //! - `diagnosis_episodes`: the open episode (report id) of each alert group key;
 //! - `diagnosis_memory`: the long-term memory of diagnoses (see [`crate::pg_memory`]), one row
 //!   per entry (`namespace`, `id`, `text`, `vector`, `payload`, the `writer` process).
+//!
+//! Over TLS with `postgres.ca_file` (see [`tls`]). Every error carries its whole cause: the
+//! server's severity, SQLSTATE code, message, detail and hint, or what the network or the TLS
+//! handshake said ("Connection refused", "password authentication failed for user …",
+//! "certificate verify failed: …"), headed by the server it was connecting to.
 
+use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
+use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, NoTls, Row, Socket};
 
 use crate::config::PostgresConfig;
 use crate::store::StoreError;
+
+#[path = "pg_tls.rs"]
+pub mod tls;
 
 /// The table of accepted alert groups.
 pub const JOBS: &str = "diagnosis_jobs";
@@ -41,18 +51,94 @@ pub const EPISODES: &str = "diagnosis_episodes";
 /// The table of long-term memory entries.
 pub const MEMORY: &str = "diagnosis_memory";
 
-/// A database error as a [`StoreError`].
+/// A database error as a [`StoreError`], with its whole cause (see [`describe`]).
 pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
-    let message = match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
-    };
-    StoreError::Database { message }
+    StoreError::Database {
+        message: describe(&e),
+    }
+}
+
+/// A tokio-postgres error with everything it knows, on one line: for an error the server
+/// reported, its severity, SQLSTATE code, message, detail and hint (`FATAL 28P01: password
+/// authentication failed for user "rca"`); for any other, its own words followed by each
+/// cause's (`error connecting to server: Connection refused (os error 111)`). tokio-postgres's
+/// own `Display` shows only the first part ("db error", "error connecting to server").
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return describe_db(db);
+    }
+    let mut parts = vec![e.to_string()];
+    let mut cause = e.source();
+    while let Some(current) = cause {
+        let text = match current.downcast_ref::<tokio_postgres::error::DbError>() {
+            Some(db) => describe_db(db),
+            None => current.to_string(),
+        };
+        // A wrapper often repeats its cause's words.
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = current.source();
+    }
+    parts.join(": ")
+}
+
+/// An error the server reported: severity, code, message, then detail, hint and the object.
+fn describe_db(db: &tokio_postgres::error::DbError) -> String {
+    let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+    if let Some(detail) = db.detail() {
+        text.push_str(&format!("; detail: {detail}"));
+    }
+    if let Some(hint) = db.hint() {
+        text.push_str(&format!("; hint: {hint}"));
+    }
+    if let Some(table) = db.table() {
+        match db.schema() {
+            Some(schema) => text.push_str(&format!("; table {schema}.{table}")),
+            None => text.push_str(&format!("; table {table}")),
+        }
+    }
+    if let Some(constraint) = db.constraint() {
+        text.push_str(&format!("; constraint {constraint}"));
+    }
+    text.replace('\n', " ")
+}
+
+/// The servers of a connection string, as `host:port` (for error messages; never the
+/// password).
+fn servers(url: &tokio_postgres::Config) -> String {
+    use tokio_postgres::config::Host;
+    let (ports, addrs) = (url.get_ports(), url.get_hostaddrs());
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let mut names: Vec<String> = url
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            Host::Tcp(name) => match addrs.get(i) {
+                Some(addr) => format!("{name}:{} (at {addr})", port(i)),
+                None => format!("{name}:{}", port(i)),
+            },
+            Host::Unix(dir) => format!("{}/.s.PGSQL.{}", dir.display(), port(i)),
+        })
+        .collect();
+    if names.is_empty() {
+        names = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| format!("{addr}:{}", port(i)))
+            .collect();
+    }
+    names.join(", ")
 }
 
 /// The shared database of a service's processes.
 pub struct Pg {
     config: PostgresConfig,
+    /// `config.url`, parsed.
+    url: tokio_postgres::Config,
+    /// `None` without `ca_file`.
+    tls: Option<tls::PgTls>,
     schema: String,
     client: Mutex<Option<Arc<Client>>>,
 }
@@ -66,13 +152,23 @@ impl std::fmt::Debug for Pg {
 }
 
 impl Pg {
-    /// Connects and creates the schema and the tables when they are missing.
+    /// Connects (over TLS with `ca_file`, as the URL's `sslmode` says) and creates the
+    /// schema and the tables when they are missing. A configuration error (an unreadable
+    /// `ca_file`, `sslmode=require` without one, …) is reported before connecting.
     pub async fn connect(config: &PostgresConfig) -> Result<Arc<Pg>, StoreError> {
-        config
-            .validate()
-            .map_err(|message| StoreError::Database { message })?;
+        let invalid = |message: String| StoreError::Database { message };
+        config.validate().map_err(invalid)?;
+        let url: tokio_postgres::Config = config.url.parse().map_err(|e| {
+            invalid(format!(
+                "`postgres.url` is not a connection string: {}",
+                describe(&e)
+            ))
+        })?;
+        let tls = tls::PgTls::from_config(config).map_err(invalid)?;
         let pg = Pg {
             config: config.clone(),
+            url,
+            tls,
             schema: quote(config.schema()),
             client: Mutex::new(None),
         };
@@ -99,24 +195,45 @@ impl Pg {
 
     async fn open(&self) -> Result<Client, StoreError> {
         let timeout = self.timeout();
-        let connecting = tokio_postgres::connect(&self.config.url, NoTls);
-        let (client, connection) = tokio::time::timeout(timeout, connecting)
-            .await
-            .map_err(|_| StoreError::Database {
-                message: format!("no connection within {} s", timeout.as_secs()),
-            })?
-            .map_err(db_error)?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %e, "postgres connection closed");
-            }
-        });
+        let client = match &self.tls {
+            Some(tls) => self.open_with(tls.clone()).await?,
+            None => self.open_with(NoTls).await?,
+        };
         let setup = format!(
             "SET statement_timeout = {}; SET lock_timeout = {};",
             timeout.as_millis(),
             timeout.as_millis()
         );
         bounded(timeout, client.batch_execute(&setup)).await?;
+        Ok(client)
+    }
+
+    /// Connects with `tls` (tokio-postgres applies the URL's `sslmode`) and runs the
+    /// connection on its own task.
+    async fn open_with<T>(&self, tls: T) -> Result<Client, StoreError>
+    where
+        T: MakeTlsConnect<Socket>,
+        T::Stream: Send + 'static,
+    {
+        let timeout = self.timeout();
+        let connecting = self.url.connect(tls);
+        let (client, connection) = tokio::time::timeout(timeout, connecting)
+            .await
+            .map_err(|_| StoreError::Database {
+                message: format!(
+                    "connecting to {}: no connection within {} s",
+                    servers(&self.url),
+                    timeout.as_secs()
+                ),
+            })?
+            .map_err(|e| StoreError::Database {
+                message: format!("connecting to {}: {}", servers(&self.url), describe(&e)),
+            })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %describe(&e), "postgres connection closed");
+            }
+        });
         Ok(client)
     }
 

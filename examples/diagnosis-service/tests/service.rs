@@ -1059,6 +1059,10 @@ mod alertmanager {
 #[path = "service/workers.rs"]
 mod workers;
 
+#[cfg(feature = "postgres")]
+#[path = "service/pg_tls.rs"]
+mod pg_tls;
+
 #[path = "service/telemetry.rs"]
 mod telemetry;
 

@@ -27,7 +27,7 @@ use super::{START, payload_with, post, post_to};
 
 /// The connection string and an open connection, or `None` (the test skips) when
 /// `RCA_POSTGRES_URL` is unset or no server answers and `RCA_REQUIRE_ALL` is unset.
-async fn postgres() -> Option<(String, tokio_postgres::Client)> {
+pub(super) async fn postgres() -> Option<(String, tokio_postgres::Client)> {
     let require = std::env::var_os("RCA_REQUIRE_ALL").is_some();
     let Some(url) = std::env::var("RCA_POSTGRES_URL")
         .ok()
@@ -63,7 +63,7 @@ async fn postgres() -> Option<(String, tokio_postgres::Client)> {
 }
 
 /// A schema no other test (nor run) uses.
-fn unique_schema(tag: &str) -> String {
+pub(super) fn unique_schema(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -72,9 +72,9 @@ fn unique_schema(tag: &str) -> String {
 }
 
 /// Drops the test's schema when the test ends (passed or failed).
-struct SchemaGuard {
-    url: String,
-    schema: String,
+pub(super) struct SchemaGuard {
+    pub(super) url: String,
+    pub(super) schema: String,
 }
 
 impl Drop for SchemaGuard {
