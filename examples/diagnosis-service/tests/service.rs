@@ -1069,6 +1069,9 @@ mod telemetry;
 #[path = "service/binary.rs"]
 mod binary;
 
+#[path = "service/hostile.rs"]
+mod hostile;
+
 #[path = "service/security.rs"]
 mod security;
 
