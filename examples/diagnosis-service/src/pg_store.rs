@@ -152,7 +152,7 @@ impl ReportBackend for PgStore {
                FROM {reports}),
              doomed AS (
                SELECT id, size FROM sized
-               WHERE stored_at < now() - make_interval(secs => $1) OR running > $2),
+               WHERE stored_at < now() - make_interval(secs => $1) OR running > $2::bigint),
              gone AS (DELETE FROM {reports} WHERE id IN (SELECT id FROM doomed) RETURNING id),
              resolutions AS (DELETE FROM {resolutions} WHERE id IN (SELECT id FROM gone)),
              episodes AS (DELETE FROM {episodes} WHERE id IN (SELECT id FROM gone)),

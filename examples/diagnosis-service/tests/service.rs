@@ -1060,6 +1060,10 @@ mod alertmanager {
 mod workers;
 
 #[cfg(feature = "postgres")]
+#[path = "service/pg_retention.rs"]
+mod pg_retention;
+
+#[cfg(feature = "postgres")]
 #[path = "service/pg_tls.rs"]
 mod pg_tls;
 
