@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts (or stops) the servers the test suite talks to, on loopback only:
-#   - PostgreSQL (a throw-away cluster in .services/pg, port $RCA_PG_PORT, default 54329);
+#   - PostgreSQL (a throw-away cluster in .services/pg, port $RCA_PG_PORT, default 54329),
+#     with TLS on (the certificate of .services/tls; RCA_POSTGRES_CA_FILE names its authority);
 #   - Prometheus (port $RCA_PROM_PORT, default 19090) with a small fixture backfilled from
 #     OpenMetrics by promtool; it also scrapes the Pushgateway every second and evaluates one
 #     alerting rule, RcaE2eErrorRatio, on what the tests push there, sending to Alertmanager;

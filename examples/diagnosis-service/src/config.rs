@@ -419,6 +419,9 @@ impl ServiceConfig {
         config.data.metrics.iter_mut().for_each(resolve);
         config.data.traces.iter_mut().for_each(resolve);
         config.listener.resolve_paths(base);
+        if let Some(pg) = config.postgres.as_mut() {
+            pg.resolve_paths(base);
+        }
         config.validate().map_err(invalid)?;
         Ok(config)
     }
@@ -650,6 +653,38 @@ fn prometheus(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_listener_and_postgres_paths_are_taken_from_the_file_s_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tls")).unwrap();
+        let pki = rca_listen::TestPki::generate(&dir.path().join("tls")).unwrap();
+        let postgres = if cfg!(feature = "postgres") {
+            "[postgres]\nurl = \"host=127.0.0.1 sslmode=require\"\nca_file = \"tls/ca.pem\"\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "store_dir = \"reports\"\n\
+             [data]\nmetrics = [\"metrics.csv\"]\n\
+             [listener.tls]\ncert_file = \"tls/server.pem\"\nkey_file = \"tls/server-key.pem\"\n\
+             [[listener.clients]]\nname = \"am\"\nroutes = [\"alerts\"]\nbearer_token_file = \"am.sha256\"\n\
+             {postgres}"
+        );
+        let path = dir.path().join("service.toml");
+        std::fs::write(&path, text).unwrap();
+        let config = ServiceConfig::load(&path).unwrap();
+        let tls = config.listener.tls.as_ref().unwrap();
+        assert_eq!(tls.cert_file, pki.server_cert_file);
+        assert_eq!(tls.key_file, pki.server_key_file);
+        assert_eq!(
+            config.listener.clients[0].bearer_token_file.as_deref(),
+            Some(dir.path().join("am.sha256").as_path())
+        );
+        if let Some(pg) = &config.postgres {
+            assert_eq!(pg.ca_file.as_deref(), Some(pki.ca_file.as_path()));
+        }
+    }
 
     #[test]
     fn an_overflowing_lookback_is_refused() {
