@@ -296,7 +296,7 @@ fn is_endpoint(tok: &[u8]) -> bool {
 
 /// Whether a token is an empty value: a bracket or quote pair with nothing inside (`()`,
 /// `[]`, `""`), possibly followed by `,` or `;`: the place of a parameter that was empty.
-fn is_empty_value(tok: &[u8]) -> bool {
+pub(crate) fn is_empty_value(tok: &[u8]) -> bool {
     let tok = match tok {
         [rest @ .., b',' | b';'] => rest,
         t => t,
