@@ -1591,14 +1591,14 @@ mod tests {
         // word in a value's place is taken by the parameter there.
         let mut m = OnlineMiner::default();
         let plain = m
-            .ingest("fan speeds ( 3552 3534 3375 4245 3515 3479 )")
+            .ingest("pump rates ( 1201 1187 1250 1190 1222 1199 )")
             .template_id;
         let marked = m
-            .ingest("fan speeds ( 3552 3534 3375 **** 3515 3479 )")
+            .ingest("pump rates ( 1201 1187 1250 **** 1222 1199 )")
             .template_id;
         assert_ne!(m.resolve(plain), m.resolve(marked));
         let word = m
-            .ingest("fan speeds ( 3552 3534 3375 unknown 3515 3479 )")
+            .ingest("pump rates ( 1201 1187 1250 unknown 1222 1199 )")
             .template_id;
         assert_eq!(m.resolve(plain), m.resolve(word));
         // An empty bracket pair is an empty value.
@@ -1615,12 +1615,12 @@ mod tests {
     fn a_template_seen_before_its_generalisation_joins_it() {
         let mut m = OnlineMiner::default();
         let first = m
-            .ingest("domain cluster_root_backup is no longer served by node n-1")
+            .ingest("share archive_main_copy is not exported anymore by host h-1")
             .template_id;
         let later: Vec<_> = (0..5)
             .map(|i| {
                 m.ingest(&format!(
-                    "domain root{i}_domain is no longer served by node n-{i}"
+                    "share disk{i}_share is not exported anymore by host h-{i}"
                 ))
                 .template_id
             })
