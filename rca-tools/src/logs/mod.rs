@@ -13,7 +13,6 @@ mod mask;
 mod miner;
 mod parallel;
 mod segment;
-mod skeleton;
 mod state_file;
 
 pub use error::LogsError;
