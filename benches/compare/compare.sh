@@ -16,7 +16,8 @@
 #   benches/compare/compare.sh            # uses <repo>/../shared
 #   RCA_SHARED_DIR=/path/to/shared benches/compare/compare.sh
 #
-# Environment: RCA_SHARED_DIR (default <repo root>/../shared), LINES (default 1000000),
+# Environment: RCA_SHARED_DIR (default <repo root>/../shared), CARGO_TARGET_DIR (where the
+# release build goes; default <repo>/target), LINES (default 1000000),
 # RUNS (rounds of our miner, each a 1-thread and a 2-thread run; default 5), PYTHON (default python3),
 # WRITE_DOCS (a Markdown file, e.g. docs/benchmarks.md: the result replaces its section
 # `miner-speed`, between the same markers rca_eval::docs::write_section uses).
@@ -55,7 +56,9 @@ fi
 
 echo "== building rca (release)" >&2
 (cd "$ROOT" && cargo build --release -p rca-cli --quiet)
-RCA="$ROOT/target/release/rca"
+# The binary just built (CARGO_TARGET_DIR when set: a target directory of your own keeps
+# builds from other checkouts that share the default one from replacing it mid-run).
+RCA="${CARGO_TARGET_DIR:-$ROOT/target}/release/rca"
 
 field() { # stats line, key -> value
   sed -n "s/^stats: .*[ ]$2=\([^ ]*\).*/\1/p" <<<"$1"

@@ -9,7 +9,8 @@
 #   benches/compare/segment_memory.sh            # uses <repo>/../shared
 #   WRITE_DOCS=docs/benchmarks.md benches/compare/segment_memory.sh
 #
-# Environment: RCA_SHARED_DIR (default <repo root>/../shared), LINES (default 1000000),
+# Environment: RCA_SHARED_DIR (default <repo root>/../shared), CARGO_TARGET_DIR (where the
+# release build goes; default <repo>/target), LINES (default 1000000),
 # PYTHON (default python3), WRITE_DOCS (a Markdown file: the result replaces its section
 # `segment-memory`). Inputs are generated into benches/compare/.work (git-ignored).
 set -euo pipefail
@@ -41,7 +42,9 @@ fi
 
 echo "== building rca (release)" >&2
 (cd "$ROOT" && cargo build --release -p rca-cli --quiet)
-RCA="$ROOT/target/release/rca"
+# The binary just built (CARGO_TARGET_DIR when set: a target directory of your own keeps
+# builds from other checkouts that share the default one from replacing it mid-run).
+RCA="${CARGO_TARGET_DIR:-$ROOT/target}/release/rca"
 
 measure() { # label, command... -> one result line
   local label="$1"; shift

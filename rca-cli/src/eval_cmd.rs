@@ -1,11 +1,14 @@
-//! `rca eval loghub DIR --formats FILE [--write-docs docs/benchmarks.md]`.
+//! `rca eval loghub DIR --formats FILE [--extra DIR2] [--write-docs docs/benchmarks.md]`, and
+//! `rca eval loghub-grammar --out DIR` (the generated development set).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use rca_eval::loghub::crossval::{default_grid, leave_one_out_observed};
-use rca_eval::loghub::{LoghubReport, default_config, load_folder, parse_formats};
+use rca_eval::loghub::{
+    LoghubReport, SystemData, default_config, grammar, load_folder, parse_formats,
+};
 
 /// Evaluations on benchmark datasets.
 #[derive(Debug, Args)]
@@ -19,6 +22,9 @@ enum EvalCommand {
     /// Log-parsing accuracy (GA, PA, FGA, FTA; original and corrected labels) on a folder in
     /// the Loghub layout.
     Loghub(LoghubArgs),
+    /// Write the generated development set (labelled logs from message grammars whose values
+    /// span a varying number of tokens) in the Loghub layout, with its `formats.tsv`.
+    LoghubGrammar(LoghubGrammarArgs),
     /// Rank root-cause pods on the Nezha TrainTicket data and score service-level AS@k.
     Nezha(crate::eval_nezha::NezhaArgs),
 }
@@ -40,15 +46,40 @@ struct LoghubArgs {
     /// for each system; prints the held-out figures next to the in-sample ones.
     #[arg(long)]
     leave_one_out: bool,
+    /// Also score this folder in the Loghub layout, with its formats table in
+    /// `DIR/formats.tsv` (e.g. rca-eval/data/grammar-2k, written by `rca eval loghub-grammar`);
+    /// its systems join the leave-one-out folds and get their own mean. Repeatable.
+    #[arg(long)]
+    extra: Vec<PathBuf>,
     /// Also write the tables into this Markdown file (section `loghub`).
     #[arg(long)]
     write_docs: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct LoghubGrammarArgs {
+    /// The folder to write (created if missing; its files are replaced).
+    #[arg(long)]
+    out: PathBuf,
+    /// The seed of the generator (the committed set uses the default).
+    #[arg(long, default_value_t = grammar::SEED)]
+    seed: u64,
 }
 
 /// Runs `rca eval ...`.
 pub fn run(args: EvalArgs) -> Result<()> {
     match args.command {
         EvalCommand::Loghub(a) => loghub(a),
+        EvalCommand::LoghubGrammar(a) => {
+            let written = grammar::write_folder(&a.out, a.seed)?;
+            eprintln!(
+                "wrote {} ({} lines each) in {}",
+                written.join(", "),
+                grammar::LINES,
+                a.out.display()
+            );
+            Ok(())
+        }
         EvalCommand::Nezha(a) => crate::eval_nezha::run(a),
     }
 }
@@ -76,10 +107,45 @@ fn loghub(a: LoghubArgs) -> Result<()> {
         .map(|s| s.score(&config, threads))
         .collect::<Result<Vec<_>, _>>()?;
     let report = LoghubReport::new(scores, missing);
+    // The extra folders: each scored on its own, and all systems together for the folds.
+    let mut all: Vec<SystemData> = systems;
+    let mut sets: Vec<(String, Vec<String>)> = vec![(
+        folder_name(&a.dir),
+        all.iter().map(|s| s.system.clone()).collect(),
+    )];
+    let mut extra_reports = Vec::new();
+    for dir in &a.extra {
+        let table_path = dir.join("formats.tsv");
+        let table = std::fs::read_to_string(&table_path)
+            .with_context(|| format!("cannot read {}", table_path.display()))?;
+        let (extra, missing) = load_folder(dir, &parse_formats(&table)?)?;
+        anyhow::ensure!(
+            !extra.is_empty(),
+            "no system of {} has its log and labels in {}",
+            table_path.display(),
+            dir.display()
+        );
+        let names: Vec<String> = extra.iter().map(|s| s.system.clone()).collect();
+        anyhow::ensure!(
+            !names.iter().any(|n| all.iter().any(|s| s.system == *n)),
+            "{} repeats a system name of another folder",
+            dir.display()
+        );
+        let scores = extra
+            .iter()
+            .map(|s| s.score(&config, threads))
+            .collect::<Result<Vec<_>, _>>()?;
+        extra_reports.push((folder_name(dir), LoghubReport::new(scores, missing)));
+        sets.push((folder_name(dir), names));
+        all.extend(extra);
+    }
+    if a.extra.is_empty() {
+        sets.clear();
+    }
     let cv = if a.leave_one_out {
         let grid = default_grid();
         let bar = crate::progress::Progress::bar(grid.len() as u64, "leave one out");
-        let cv = leave_one_out_observed(&systems, &grid, threads, &|done, total| {
+        let cv = leave_one_out_observed(&all, &grid, threads, &|done, total| {
             bar.set_position(done as u64, total as u64);
         })?;
         bar.finish();
@@ -88,17 +154,32 @@ fn loghub(a: LoghubArgs) -> Result<()> {
         None
     };
     if a.json {
-        let value = serde_json::json!({ "default": report, "leave_one_out": cv });
+        let extra: serde_json::Map<String, serde_json::Value> = extra_reports
+            .iter()
+            .map(|(n, r)| Ok((n.clone(), serde_json::to_value(r)?)))
+            .collect::<Result<_, serde_json::Error>>()?;
+        let value = serde_json::json!({ "default": report, "extra": extra, "leave_one_out": cv });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", report.to_markdown());
+        for (name, r) in &extra_reports {
+            println!("\n{name}:\n\n{}", r.to_markdown());
+        }
         if let Some(cv) = &cv {
-            println!("\n### Leave one system out\n\n{}", cv.to_markdown());
+            println!(
+                "\n### Leave one system out\n\n{}",
+                cv.to_markdown_sets(&sets)
+            );
         }
     }
     if let Some(docs) = &a.write_docs {
+        let extra_args: String = a
+            .extra
+            .iter()
+            .map(|d| format!(" --extra {}", d.display()))
+            .collect();
         let command = format!(
-            "rca eval loghub {} --formats {} --threads {}{} --write-docs {}",
+            "rca eval loghub {} --formats {}{extra_args} --threads {}{} --write-docs {}",
             a.dir.display(),
             a.formats.display(),
             threads,
@@ -116,16 +197,32 @@ fn loghub(a: LoghubArgs) -> Result<()> {
             serde_json::to_string(&config)?,
             report.to_markdown()
         );
+        for (name, r) in &extra_reports {
+            body.push_str(&format!(
+                "\n### {name}\n\nThe same configuration on the systems of `{name}` (no \
+                 corrected labels).\n\n{}",
+                r.to_markdown()
+            ));
+        }
         if let Some(cv) = &cv {
             body.push_str(&format!(
                 "\n### Leave one system out\n\nEach system scored with the configuration chosen \
-                 on the other systems (highest mean GA, original labels); the in-sample column \
-                 uses the configuration chosen on all of them.\n\n{}",
-                cv.to_markdown()
+                 on the other systems (highest mean GA, original labels; the systems of every \
+                 folder take part in the folds); the in-sample column uses the configuration \
+                 chosen on all of them.\n\n{}",
+                cv.to_markdown_sets(&sets)
             ));
         }
         rca_eval::docs::write_section(docs, "loghub", &command, &body)?;
         eprintln!("wrote section `loghub` of {}", docs.display());
     }
     Ok(())
+}
+
+/// The last component of a folder path (the path itself when it has none).
+fn folder_name(dir: &std::path::Path) -> String {
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }

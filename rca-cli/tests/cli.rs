@@ -1302,8 +1302,78 @@ fn eval_loghub_reports_four_metrics_and_leave_one_out() {
     assert_eq!(v["default"]["mean_original"]["ga"], 1.0);
     let cv = &v["leave_one_out"];
     assert_eq!(cv["folds"].as_array().unwrap().len(), 2);
-    assert_eq!(cv["candidates"], 288);
+    assert_eq!(cv["candidates"], 1728);
     assert_eq!(cv["held_out"]["systems"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn eval_loghub_grammar_writes_the_generated_set_and_extra_scores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let formats = loghub_folder(dir.path());
+    let generated = dir.path().join("generated");
+    let out = rca()
+        .args(["eval", "loghub-grammar", "--out"])
+        .arg(&generated)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The committed set is what the command writes.
+    let committed = repo_root().join("rca-eval/data/grammar-2k");
+    for f in [
+        "formats.tsv",
+        "Relay/Relay_2k.log",
+        "Batch/Batch_2k.log_structured.csv",
+    ] {
+        assert!(
+            std::fs::read(generated.join(f)).unwrap() == std::fs::read(committed.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    let out = rca()
+        .args(["eval", "loghub"])
+        .arg(dir.path())
+        .arg("--formats")
+        .arg(&formats)
+        .arg("--extra")
+        .arg(&generated)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let extra = &v["extra"]["generated"];
+    let names: Vec<&str> = extra["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Relay", "Batch", "Volumes"]);
+    assert!(
+        extra["mean_original"]["ga"].as_f64().unwrap() > 0.5,
+        "{extra}"
+    );
+    assert_eq!(v["default"]["systems"].as_array().unwrap().len(), 2);
+    // A folder whose systems repeat another folder's names is refused.
+    let out = rca()
+        .args(["eval", "loghub"])
+        .arg(dir.path())
+        .arg("--formats")
+        .arg(&formats)
+        .arg("--extra")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("repeats a system name"));
 }
 
 /// A guide whose first step asks the on-call engineer and whose second reads what they named.

@@ -1,6 +1,8 @@
 //! Dev-only: lists the grouping errors of the default miner on a Loghub folder.
 //!
 //! `cargo run --release -p rca-eval --example loghub_errors -- DIR FORMATS [SYSTEM]`
+//! (the generated set: `DIR` = rca-eval/data/grammar-2k, `FORMATS` = its `formats.tsv`).
+//! `MINER_CONFIG='{"join_anchors":0}'` changes fields of the default configuration.
 //!
 //! For every true group that is not recovered exactly, prints the true template, and the
 //! predicted templates its lines went to (with counts and the true labels sharing them).
@@ -43,7 +45,14 @@ fn main() {
                 )
             })
             .collect();
-        let mut m = OnlineMiner::new(default_config());
+        let mut config = serde_json::to_value(default_config()).unwrap();
+        if let Ok(patch) = std::env::var("MINER_CONFIG") {
+            let patch: serde_json::Value = serde_json::from_str(&patch).unwrap();
+            for (k, v) in patch.as_object().unwrap() {
+                config[k] = v.clone();
+            }
+        }
+        let mut m = OnlineMiner::new(serde_json::from_value(config).unwrap());
         let ids: Vec<u64> = contents.iter().map(|l| m.ingest(l).template_id).collect();
         let ids: Vec<u64> = ids.iter().map(|&i| m.resolve(i).unwrap()).collect();
         // true label -> predicted id -> count

@@ -41,8 +41,9 @@ pub struct CrossValidation {
 }
 
 /// The grid searched by default, in a fixed order that does not depend on the data: the
-/// generic masking and fitting mechanisms of [`MinerConfig`] (every subset, fewest
-/// mechanisms first), each with the family thresholds around the historical default
+/// generic masking, fitting and grouping mechanisms of [`MinerConfig`] (every subset, fewest
+/// mechanisms first), each with the join across token counts off, then with 3 and 2 anchor
+/// words (fewer joins first), each with the family thresholds around the historical default
 /// (variable 5, value 3) first. Ties go to the earlier entry, so a mechanism is chosen only
 /// when the training systems prefer it.
 pub fn default_grid() -> Vec<MinerConfig> {
@@ -52,9 +53,11 @@ pub fn default_grid() -> Vec<MinerConfig> {
         endpoints: false,
         numbered_names: false,
         strict_fit: false,
+        join_anchors: 0,
+        anchor_groups: false,
         ..MinerConfig::default()
     };
-    let mut subsets: Vec<u32> = (0..32).collect();
+    let mut subsets: Vec<u32> = (0..64).collect();
     subsets.sort_by_key(|b| (b.count_ones(), *b));
     let thresholds = [
         (5, 3),
@@ -69,36 +72,44 @@ pub fn default_grid() -> Vec<MinerConfig> {
     ];
     let mut grid = Vec::new();
     for bits in subsets {
-        for (variable_threshold, value_threshold) in thresholds {
-            grid.push(MinerConfig {
-                collapse_wildcards: bits & 1 != 0,
-                strict_fit: bits & 2 != 0,
-                numbered_names: bits & 4 != 0,
-                endpoints: bits & 8 != 0,
-                key_values: bits & 16 != 0,
-                variable_threshold,
-                value_threshold,
-                ..base.clone()
-            });
+        for join_anchors in [0, 3, 2] {
+            for (variable_threshold, value_threshold) in thresholds {
+                grid.push(MinerConfig {
+                    collapse_wildcards: bits & 1 != 0,
+                    strict_fit: bits & 2 != 0,
+                    numbered_names: bits & 4 != 0,
+                    anchor_groups: bits & 8 != 0,
+                    endpoints: bits & 16 != 0,
+                    key_values: bits & 32 != 0,
+                    join_anchors,
+                    variable_threshold,
+                    value_threshold,
+                    ..base.clone()
+                });
+            }
         }
     }
     grid
 }
 
 /// A short label of a configuration: the mechanisms it turns on and its two thresholds
-/// (`collapse+strict+names 6/3`).
+/// (`collapse+strict+names+groups+join2 6/3`).
 pub fn label(c: &MinerConfig) -> String {
-    let mut on: Vec<&str> = Vec::new();
+    let mut on: Vec<String> = Vec::new();
     for (flag, name) in [
         (c.collapse_wildcards, "collapse"),
         (c.strict_fit, "strict"),
         (c.numbered_names, "names"),
+        (c.anchor_groups, "groups"),
         (c.endpoints, "endpoints"),
         (c.key_values, "key=value"),
     ] {
         if flag {
-            on.push(name);
+            on.push(name.to_string());
         }
+    }
+    if c.join_anchors > 0 {
+        on.push(format!("join{}", c.join_anchors));
     }
     let mechanisms = if on.is_empty() {
         "base".to_string()
@@ -227,6 +238,12 @@ impl CrossValidation {
     /// A Markdown summary: per system the in-sample and held-out GA (original and corrected
     /// labels) and the configuration each fold chose.
     pub fn to_markdown(&self) -> String {
+        self.to_markdown_sets(&[])
+    }
+
+    /// [`CrossValidation::to_markdown`] with a mean row for each named set of systems (for
+    /// example each folder the systems came from) after the overall mean.
+    pub fn to_markdown_sets(&self, sets: &[(String, Vec<String>)]) -> String {
         use std::fmt::Write as _;
         let mut out = format!(
             "Grid of {} configurations; chosen on all systems: #{} ({}) `{}`.\n\n\
@@ -280,12 +297,37 @@ impl CrossValidation {
             self.held_out.mean_original.fga,
             self.held_out.mean_original.fta,
         );
+        for (name, members) in sets {
+            let (i, h) = (
+                self.in_sample.subset(members),
+                self.held_out.subset(members),
+            );
+            let _ = writeln!(
+                out,
+                "| **mean, {name}** ({} systems) | **{:.3}** | **{:.3}** | {} | {} | {:.3} | {:.3} | |",
+                i.systems.len(),
+                i.mean_ga(),
+                h.mean_ga(),
+                mean_corr(&i),
+                mean_corr(&h),
+                h.mean_original.fga,
+                h.mean_original.fta,
+            );
+        }
         let _ = writeln!(
             out,
             "\nLowest GA: in-sample {}, held-out {}.",
             min(&self.in_sample),
             min(&self.held_out)
         );
+        for (name, members) in sets {
+            let _ = writeln!(
+                out,
+                "Lowest GA, {name}: in-sample {}, held-out {}.",
+                min(&self.in_sample.subset(members)),
+                min(&self.held_out.subset(members))
+            );
+        }
         out
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use rca_core::logs::{TemplateId, TemplateMiner};
 
 pub mod crossval;
+pub mod grammar;
 pub mod metrics;
 
 pub use metrics::{LabelScores, Labels, grouping_accuracy, normalize_template, parsing_accuracy};
@@ -236,6 +237,18 @@ impl LoghubReport {
             mean_original,
             mean_corrected,
         }
+    }
+
+    /// The report over the systems named in `names` only (in this report's order).
+    pub fn subset(&self, names: &[String]) -> LoghubReport {
+        LoghubReport::new(
+            self.systems
+                .iter()
+                .filter(|s| names.contains(&s.system))
+                .cloned()
+                .collect(),
+            Vec::new(),
+        )
     }
 
     /// Mean GA over the scored systems, original labels (0 when none).

@@ -90,12 +90,33 @@ const DATE_WORDS: [&[u8]; 19] = [
     b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
 ];
 
-/// Units that follow a number (`93.0 B`, `5.2 KB`, `12 ms`): a unit right after a parameter
-/// is part of it.
-const UNIT_WORDS: [&[u8]; 14] = [
-    b"B", b"KB", b"MB", b"GB", b"TB", b"KiB", b"MiB", b"GiB", b"TiB", b"ms", b"us", b"ns", b"s",
-    b"sec",
+/// Units that follow a number (`93.0 B`, `5.2 KB`, `12 ms`, `3 min`, `2 hours`): a unit
+/// right after a parameter is part of it, so one duration or size written with different
+/// units, or in several parts (`2 min 5 s`), reads as one value.
+const UNIT_WORDS: [&[u8]; 30] = [
+    b"B", b"KB", b"MB", b"GB", b"TB", b"KiB", b"MiB", b"GiB", b"TiB", b"byte", b"bytes", b"ms",
+    b"us", b"ns", b"s", b"sec", b"secs", b"second", b"seconds", b"min", b"mins", b"minute",
+    b"minutes", b"h", b"hr", b"hrs", b"hour", b"hours", b"day", b"days",
 ];
+
+/// Tokens that join the items of a list (`a -> b`, `a | b`, `a + b`): between two values they
+/// make one value of them.
+const SEPARATORS: [&[u8]; 12] = [
+    b"->", b"=>", b"<-", b"<->", b"-->", b"|", b"||", b"/", b"+", b"&", b",", b";",
+];
+
+/// Whether a token hash is that of a list separator (the hash [`tokenize`] gives it).
+pub(crate) fn is_separator_hash(hash: u64) -> bool {
+    static HASHES: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    HASHES
+        .get_or_init(|| {
+            SEPARATORS
+                .iter()
+                .map(|s| mask_token(s, 0, s.len(), MaskRules::default()).hash)
+                .collect()
+        })
+        .contains(&hash)
+}
 
 /// Whether one delimiter-free segment is a path or URL (a `/` next to a letter or digit).
 #[inline]
@@ -195,13 +216,21 @@ pub(crate) fn tokenize_with(line: &str, max_tokens: usize, rules: MaskRules, out
             t.kind = TokenKind::Wild;
             t.hash = WILDCARD_HASH;
         }
-        if rules.collapse_wildcards
-            && t.kind == TokenKind::Wild
-            && let Some(prev) = out.last_mut()
-            && prev.kind == TokenKind::Wild
-        {
-            prev.end = t.end;
-            continue;
+        if rules.collapse_wildcards && t.kind == TokenKind::Wild {
+            // A list of values joined by a separator (`a -> b -> c`, `a | b`) is one value.
+            if let [.., before, sep] = out.as_slice()
+                && before.kind == TokenKind::Wild
+                && sep.kind == TokenKind::Word
+                && SEPARATORS.contains(&&bytes[sep.start as usize..sep.end as usize])
+            {
+                out.pop();
+            }
+            if let Some(prev) = out.last_mut()
+                && prev.kind == TokenKind::Wild
+            {
+                prev.end = t.end;
+                continue;
+            }
         }
         out.push(t);
     }
@@ -267,7 +296,7 @@ fn is_endpoint(tok: &[u8]) -> bool {
 
 /// Whether a token is an empty value: a bracket or quote pair with nothing inside (`()`,
 /// `[]`, `""`), possibly followed by `,` or `;`: the place of a parameter that was empty.
-fn is_empty_value(tok: &[u8]) -> bool {
+pub(crate) fn is_empty_value(tok: &[u8]) -> bool {
     let tok = match tok {
         [rest @ .., b',' | b';'] => rest,
         t => t,

@@ -13,6 +13,7 @@ mod mask;
 mod miner;
 mod parallel;
 mod segment;
+mod skeleton;
 mod state_file;
 
 pub use error::LogsError;

@@ -23,6 +23,25 @@ fn line_strategy() -> impl Strategy<Value = String> {
             let verbs = ["opened", "closed", "reset", "started", "stopped", "failed"];
             format!("conn {} for user u{} after {n} ms", verbs[v], u)
         }),
+        // Values of varying token counts (chains, optional flags and units, multi-word
+        // reasons): templates join across token counts and run families open.
+        (0usize..4, 0usize..3, 0usize..6, 0u32..1000).prop_map(|(hops, flag, why, n)| {
+            let chain: Vec<String> = (0..=hops).map(|h| format!("10.0.{h}.{n}")).collect();
+            let flag = ["", " *64", " [x86]"][flag];
+            let why = [
+                "refused",
+                "peer reset",
+                "no route to host",
+                "timed out",
+                "disk full",
+                "bad gateway reply",
+            ][why];
+            format!(
+                "client p{}.bin{flag} via {} failed after {n} ms: {why}",
+                n % 7,
+                chain.join(" -> ")
+            )
+        }),
         // Arbitrary text, including control characters, NUL and non-ASCII.
         "\\PC{0,60}",
         any::<Vec<u8>>().prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
