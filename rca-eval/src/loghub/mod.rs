@@ -166,6 +166,32 @@ impl SystemData {
     }
 }
 
+/// The grouping accuracy of a trivial grouper on one system: lines go together when they
+/// have the same number of whitespace-separated tokens and the same first token (the first
+/// two levels of a Drain tree, with no similarity test). The floor a miner must beat.
+pub fn trivial_grouping_ga(system: &SystemData) -> f64 {
+    let keys: Vec<(usize, &str)> = system
+        .contents
+        .iter()
+        .map(|c| {
+            let mut tokens = c.split_whitespace();
+            let first = tokens.next().unwrap_or("");
+            (1 + tokens.count(), first)
+        })
+        .collect();
+    metrics::grouping_accuracy(&keys, &system.original.groups)
+}
+
+/// `config` with the join across token counts and the anchor groups of issue 48 turned off:
+/// what the miner does without them, scored beside the full configuration.
+pub fn without_join(config: &MinerConfig) -> MinerConfig {
+    MinerConfig {
+        join_anchors: 0,
+        anchor_groups: false,
+        ..config.clone()
+    }
+}
+
 fn data_err(p: &Path, m: String) -> LoghubError {
     LoghubError::Data {
         path: p.display().to_string(),
@@ -413,5 +439,29 @@ mod tests {
             parse_formats("A <Content>"),
             Err(LoghubError::Formats { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn the_trivial_grouper_keys_on_token_count_and_first_token() {
+        let contents = ["open a", "open b", "open a b", "close a", "open c"];
+        let system = |labels: &[&str]| SystemData {
+            system: "S".into(),
+            contents: contents.iter().map(|c| c.to_string()).collect(),
+            unmatched: 0,
+            original: Labels::from_rows(labels.iter().map(|l| (*l, *l))),
+            corrected: None,
+        };
+        // Lines of one event with one token count and the same first word: all right.
+        let same = system(&["E1", "E1", "E2", "E3", "E1"]);
+        assert_eq!(trivial_grouping_ga(&same), 1.0);
+        // One event written with two token counts: split, so those three lines are wrong.
+        let across = system(&["E1", "E1", "E1", "E3", "E1"]);
+        assert!((trivial_grouping_ga(&across) - 0.2).abs() < 1e-12);
+        let config = without_join(&MinerConfig::default());
+        assert_eq!((config.join_anchors, config.anchor_groups), (0, false));
+        assert_eq!(
+            config.variable_threshold,
+            MinerConfig::default().variable_threshold
+        );
     }
 }

@@ -1643,21 +1643,7 @@ mod tests {
                 format!("client p{}.bin{flag} - sent {size} to host-{i}", i % 9)
             })
             .collect();
-        let mut whole = OnlineMiner::default();
-        let mut first = OnlineMiner::default();
-        let mut ids_whole = Vec::new();
-        let mut ids_split = Vec::new();
-        for l in &lines[..200] {
-            ids_whole.push(whole.ingest(l).template_id);
-            ids_split.push(first.ingest(l).template_id);
-        }
-        let mut restored = OnlineMiner::restore(&first.save().unwrap()).unwrap();
-        for l in &lines[200..] {
-            ids_whole.push(whole.ingest(l).template_id);
-            ids_split.push(restored.ingest(l).template_id);
-        }
-        assert_eq!(ids_whole, ids_split);
-        assert_eq!(whole.templates(), restored.templates());
+        let whole = mine_whole_and_restored_at(&lines, 200);
         assert_eq!(whole.template_count(), 1, "{:?}", whole.templates());
         let total: u64 = whole.templates().iter().map(|t| t.count).sum();
         assert_eq!(total, 400);
@@ -1679,21 +1665,29 @@ mod tests {
                 )
             })
             .collect();
+        mine_whole_and_restored_at(&lines, 100);
+    }
+
+    /// Mines `lines` in one miner and, beside it, in a miner saved after `at` lines and
+    /// restored; asserts both give every line the same template and end with the same
+    /// templates, and returns the whole miner.
+    fn mine_whole_and_restored_at(lines: &[String], at: usize) -> OnlineMiner {
         let mut whole = OnlineMiner::default();
         let mut first = OnlineMiner::default();
         let mut ids_whole = Vec::new();
         let mut ids_split = Vec::new();
-        for l in &lines[..100] {
+        for l in &lines[..at] {
             ids_whole.push(whole.ingest(l).template_id);
             ids_split.push(first.ingest(l).template_id);
         }
         let mut restored = OnlineMiner::restore(&first.save().unwrap()).unwrap();
-        for l in &lines[100..] {
+        for l in &lines[at..] {
             ids_whole.push(whole.ingest(l).template_id);
             ids_split.push(restored.ingest(l).template_id);
         }
         assert_eq!(ids_whole, ids_split);
         assert_eq!(whole.templates(), restored.templates());
+        whole
     }
 
     #[test]
