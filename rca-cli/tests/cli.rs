@@ -193,7 +193,7 @@ mod html_in_chromium {
             find(&["/usr/bin/chromium", "/usr/bin/chromium-browser"]),
             find(&["/usr/bin/chromedriver"]),
         ) else {
-            if std::env::var_os("RCA_REQUIRE_ALL").is_some() {
+            if rca_core::testing::require_all() {
                 panic!(
                     "chromium and chromedriver are required (RCA_REQUIRE_ALL is set): bash scripts/services.sh start installs them"
                 );
@@ -688,7 +688,7 @@ fn local_model() -> Option<(String, String)> {
         (Ok(url), Ok(model)) => Some((url, model)),
         _ => {
             assert!(
-                std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                !rca_core::testing::require_all(),
                 "RCA_LLM_BASE_URL is not set: run `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
             );
             eprintln!("skipped: no local model server");

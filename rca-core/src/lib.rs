@@ -22,6 +22,7 @@ pub mod logs;
 pub mod memory;
 pub mod seeded;
 pub mod source;
+pub mod testing;
 pub mod time;
 pub mod tool;
 pub mod trajectory;

@@ -353,8 +353,7 @@ mod tests {
                 v
             }
             Err(e) => {
-                let required =
-                    std::env::var_os("RCA_REQUIRE_ALL").is_some_and(|v| !v.is_empty() && v != "0");
+                let required = rca_core::testing::require_all();
                 assert!(
                     !required,
                     "RCA_REQUIRE_ALL is set but {} is unreadable: {e}",

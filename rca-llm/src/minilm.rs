@@ -277,7 +277,7 @@ mod tests {
     use super::*;
 
     fn required() -> bool {
-        std::env::var_os("RCA_REQUIRE_ALL").is_some_and(|v| !v.is_empty() && v != "0")
+        rca_core::testing::require_all()
     }
 
     #[test]

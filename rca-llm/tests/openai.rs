@@ -670,7 +670,7 @@ mod local_server {
             }
             _ => {
                 assert!(
-                    std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                    !rca_core::testing::require_all(),
                     "RCA_LLM_BASE_URL and RCA_LLM_MODEL are not set: run `bash scripts/services.sh start` and source .services/env (RCA_REQUIRE_ALL is set)"
                 );
                 eprintln!("skipped: no local model server (RCA_LLM_BASE_URL)");

@@ -19,7 +19,7 @@ fn env_or_skip(name: &str) -> Option<String> {
     match std::env::var(name) {
         Ok(v) if !v.is_empty() => Some(v),
         _ => {
-            if std::env::var_os("RCA_REQUIRE_ALL").is_some() {
+            if rca_core::testing::require_all() {
                 panic!(
                     "{name} is not set: run `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
                 );

@@ -640,7 +640,7 @@ async fn diagnoses_over_a_real_prometheus() {
     );
     let (Ok(url), Ok(start)) = vars else {
         assert!(
-            std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+            !rca_core::testing::require_all(),
             "RCA_PROMETHEUS_URL is not set: run `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
         );
         eprintln!("skipping: RCA_PROMETHEUS_URL is not set (run `bash scripts/services.sh start`)");
@@ -710,7 +710,7 @@ mod alertmanager {
         let missing: Vec<&str> = names.iter().copied().filter(|n| get(n).is_none()).collect();
         if !missing.is_empty() {
             assert!(
-                std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                !rca_core::testing::require_all(),
                 "{} not set: run `bash scripts/services.sh start; source .services/env` \
                  (RCA_REQUIRE_ALL is set)",
                 missing.join(", ")
@@ -1104,7 +1104,7 @@ mod otlp {
             _ => {
                 let why = String::from_utf8_lossy(&out.stderr);
                 assert!(
-                    std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                    !rca_core::testing::require_all(),
                     "the OpenTelemetry SDK could not be installed (RCA_REQUIRE_ALL is set): {why}"
                 );
                 eprintln!("skipping: the OpenTelemetry SDK could not be installed: {why}");

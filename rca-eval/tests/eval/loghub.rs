@@ -22,7 +22,7 @@ fn shared_dir() -> Option<PathBuf> {
     if data.is_dir() {
         return Some(data);
     }
-    if std::env::var_os("RCA_REQUIRE_ALL").is_some() {
+    if rca_core::testing::require_all() {
         panic!("RCA_REQUIRE_ALL is set but {} is missing", data.display());
     }
     eprintln!(

@@ -29,7 +29,7 @@ fn database_message(result: Result<Arc<Pg>, StoreError>) -> String {
 /// authority of `RCA_POSTGRES_CA_FILE`, or `None` (the test skips) when either is missing,
 /// or the server has no TLS, and `RCA_REQUIRE_ALL` is unset.
 async fn tls_server() -> Option<(String, tokio_postgres::Client, PathBuf)> {
-    let require = std::env::var_os("RCA_REQUIRE_ALL").is_some();
+    let require = rca_core::testing::require_all();
     let (url, db) = postgres().await?;
     let Some(ca) = std::env::var_os("RCA_POSTGRES_CA_FILE").filter(|v| !v.is_empty()) else {
         assert!(
@@ -235,7 +235,7 @@ async fn authentication_over_tls_and_its_failures_are_named() {
         .get(0);
     if rules < 3 {
         assert!(
-            std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+            !rca_core::testing::require_all(),
             "PostgreSQL at RCA_POSTGRES_URL lacks the rca_scram/rca_cert rules: restart it \
              with `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
         );

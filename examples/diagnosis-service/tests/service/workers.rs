@@ -28,7 +28,7 @@ use super::{START, payload_with, post, post_to};
 /// The connection string and an open connection, or `None` (the test skips) when
 /// `RCA_POSTGRES_URL` is unset or no server answers and `RCA_REQUIRE_ALL` is unset.
 pub(super) async fn postgres() -> Option<(String, tokio_postgres::Client)> {
-    let require = std::env::var_os("RCA_REQUIRE_ALL").is_some();
+    let require = rca_core::testing::require_all();
     let Some(url) = std::env::var("RCA_POSTGRES_URL")
         .ok()
         .filter(|v| !v.is_empty())
