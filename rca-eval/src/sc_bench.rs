@@ -62,6 +62,8 @@ pub struct ScQuestion {
     pub vote: String,
     /// The model merge's answer.
     pub merge: String,
+    /// The trivial baseline's answer: the component the summary names most often.
+    pub most_mentioned: String,
 }
 
 /// What a run measured.
@@ -77,6 +79,9 @@ pub struct ScReport {
     pub vote_differs: f64,
     /// Share of questions whose merge differs from the single answer.
     pub merge_differs: f64,
+    /// Share of questions where the trivial baseline (the component the summary names most
+    /// often, [`most_mentioned`]) is the root.
+    pub baseline_names_root: f64,
     /// Share of questions whose single answer names the root.
     pub single_names_root: f64,
     /// The same for the vote.
@@ -93,32 +98,77 @@ pub struct ScReport {
     pub seconds_per_question: f64,
 }
 
-/// The question for one simulated incident, and its root service.
-pub fn question(sim: &SimIncident) -> (Vec<Message>, String) {
-    let root = sim.path.last().cloned().unwrap_or_default();
-    let entry = sim.path.first().cloned().unwrap_or_default();
-    let mut calls = String::new();
+/// The telemetry summary of one simulated incident, as a diagnosis would see it: the alerts,
+/// the call graph, every component's metrics (in name order, so the order does not give the
+/// answer away) and the warning and error lines of every component's logs. The failing path
+/// and its end are not stated: the model has to find where the errors start.
+pub fn telemetry_summary(sim: &SimIncident) -> String {
+    let mut text = format!("Alerts:\n{}\n\nCall graph:\n", sim.alerts_text());
     for (caller, callees) in &sim.callees {
         if !callees.is_empty() {
-            calls.push_str(&format!("- {caller} calls {}\n", callees.join(", ")));
+            text.push_str(&format!("- {caller} calls {}\n", callees.join(", ")));
         }
     }
+    text.push_str("\nMetrics:\n");
+    for component in sim.callees.keys() {
+        text.push_str(&sim.metrics_text(component));
+        text.push('\n');
+    }
+    text.push_str(
+        "\nLog lines at WARN or ERROR (repeats counted, as a log explorer condenses them):\n",
+    );
+    for component in sim.callees.keys() {
+        // (line without its time, first time, count), in order of first appearance.
+        let mut seen: Vec<(&str, &str, usize)> = Vec::new();
+        let logs = sim.logs(component);
+        for line in logs.lines() {
+            if !(line.contains(" WARN ") || line.contains(" ERROR ")) {
+                continue;
+            }
+            let (time, rest) = line.split_once(' ').unwrap_or(("", line));
+            match seen.iter_mut().find(|(r, _, _)| *r == rest) {
+                Some(entry) => entry.2 += 1,
+                None => seen.push((rest, time, 1)),
+            }
+        }
+        for (rest, time, count) in seen {
+            text.push_str(&format!("{rest} (x{count}, first at {time})\n"));
+        }
+    }
+    text
+}
+
+/// The question for one simulated incident, and its root service.
+pub fn question(sim: &SimIncident) -> (Vec<Message>, String) {
     let text = format!(
-        "An alert fired: requests to {entry} fail and slow down.\n\
-         Call graph:\n{calls}\
-         Error rates rise along {}.\n\
-         The logs of {root} say: \"{}\".\n\
-         Which service is the root cause, and what is the fault? Answer in one sentence.",
-        sim.path.join(" -> "),
-        sim.fault.log_message()
+        "{}\nWhich service is the root cause, and what is the fault? Answer in one sentence.",
+        telemetry_summary(sim)
     );
     (
         vec![
             Message::system("You are an SRE diagnosing an incident. Be brief."),
             Message::user(text),
         ],
-        root,
+        sim.root().to_string(),
     )
+}
+
+/// The trivial baseline: the component named most often in the telemetry summary (ties to
+/// the first in name order).
+pub fn most_mentioned(sim: &SimIncident) -> String {
+    let summary = telemetry_summary(sim);
+    let mut best: Option<(&str, usize)> = None;
+    for component in sim.callees.keys() {
+        // Whole names only: `svc-ab` must not count inside `svc-abc`.
+        let count = summary
+            .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+            .filter(|w| w == component)
+            .count();
+        if best.is_none_or(|(_, n)| count > n) {
+            best = Some((component, count));
+        }
+    }
+    best.map(|(c, _)| c.to_string()).unwrap_or_default()
 }
 
 /// Sums the usage of every call it passes on.
@@ -222,6 +272,7 @@ pub async fn run_sc(
             samples: voted.candidates,
             vote: voted.answer,
             merge: merged.text,
+            most_mentioned: most_mentioned(&sim),
         });
     }
     let n = questions.len().max(1) as f64;
@@ -233,6 +284,7 @@ pub async fn run_sc(
         samples: settings.samples.max(1),
         vote_differs: share(&|q| !same(&q.vote, &q.single)),
         merge_differs: share(&|q| !same(&q.merge, &q.single)),
+        baseline_names_root: share(&|q| q.most_mentioned == q.root),
         single_names_root: share(&|q| names(&q.single, &q.root)),
         vote_names_root: share(&|q| names(&q.vote, &q.root)),
         merge_names_root: share(&|q| names(&q.merge, &q.root)),
@@ -259,15 +311,20 @@ impl ScReport {
         format!(
             "Model `{}`: {q} questions (seeded simulated incidents, written for this benchmark), \
              one greedy answer and {} samples at temperature above zero each; {:.1} s per \
-             question.\n\n\
+             question. Each question is the telemetry summary a diagnosis would see (alerts, \
+             call graph, every component's metrics in name order, warning and error log lines), \
+             not the failing path. The trivial baseline names the component the summary \
+             mentions most often. This measures the model on questions of our own making.\n\n\
              | answer | differs from the single answer | names the root service | tokens (prompt + completion) |\n\
              |---|---|---|---|\n\
+             | trivial baseline (most-mentioned component) | - | {:.2} | 0 |\n\
              | single (greedy) | - | {:.2} | {} |\n\
              | embedding vote over the samples | {:.2} | {:.2} | {} (the samples) |\n\
              | model merge of the samples | {:.2} | {:.2} | {} (the merge calls, on top of the samples) |\n",
             self.model,
             self.samples,
             self.seconds_per_question,
+            self.baseline_names_root,
             self.single_names_root,
             tokens(&self.single_usage),
             self.vote_differs,
@@ -287,13 +344,15 @@ mod tests {
 
     #[tokio::test]
     async fn figures_follow_the_answers() {
+        let sim = SimIncident::generate(ScSettings::default().seed, 1);
+        let (root, entry) = (sim.root().to_string(), sim.entry().to_string());
         // Greedy first, then three samples, then the merge, per question.
         let turns = [
-            "svc-a is down",
-            "the root is svc-b",
-            "the root is svc-b",
-            "svc-a is down",
-            "merged: svc-b",
+            format!("{entry} is down"),
+            format!("the root is {root}, out of memory"),
+            format!("the root is {root}, out of memory"),
+            format!("{entry} is down"),
+            format!("merged: {root}"),
         ];
         let model = Arc::new(ScriptedModel::from_texts("scripted-sc-bench", turns));
         let embedder = Arc::new(HashingEmbedder::new(HashingConfig::default()));
@@ -304,11 +363,31 @@ mod tests {
         let r = run_sc(model, embedder, &settings).await.unwrap();
         assert_eq!(r.questions.len(), 1);
         assert_eq!(r.questions[0].samples.len(), 3);
-        assert_eq!(r.questions[0].merge, "merged: svc-b");
-        assert_eq!(r.merge_differs, 1.0);
-        assert!(r.vote_differs == 0.0 || r.vote_differs == 1.0);
+        assert_eq!(r.questions[0].root, root);
+        // The vote takes the answer two samples agree on, which is not the greedy one.
+        assert_eq!(
+            r.questions[0].vote,
+            format!("the root is {root}, out of memory")
+        );
+        assert_eq!(r.questions[0].merge, format!("merged: {root}"));
+        assert_eq!((r.vote_differs, r.merge_differs), (1.0, 1.0));
+        assert_eq!(
+            (r.single_names_root, r.vote_names_root, r.merge_names_root),
+            (0.0, 1.0, 1.0)
+        );
+        assert_eq!(
+            r.baseline_names_root,
+            if most_mentioned(&sim) == root {
+                1.0
+            } else {
+                0.0
+            }
+        );
         assert!(r.single_usage.total() > 0 && r.samples_usage.total() > 0);
-        assert!(r.markdown().contains("embedding vote"));
+        assert!(
+            r.markdown()
+                .contains("| trivial baseline (most-mentioned component) |")
+        );
         // A model that runs out of turns is an error, not a short table.
         let short = Arc::new(ScriptedModel::from_texts("scripted-sc-short", ["one"]));
         let embedder = Arc::new(HashingEmbedder::new(HashingConfig::default()));
@@ -316,11 +395,41 @@ mod tests {
     }
 
     #[test]
-    fn the_question_states_the_evidence() {
-        let sim = SimIncident::generate(3, 2);
-        let (messages, root) = question(&sim);
-        let text = format!("{messages:?}");
-        assert!(text.contains(&root));
-        assert!(text.contains(sim.fault.log_message()));
+    fn the_question_gives_telemetry_not_the_answer() {
+        for seed in 0..20 {
+            let sim = SimIncident::generate(seed, 1 + seed as usize % 3);
+            let (messages, root) = question(&sim);
+            let text = format!("{messages:?}");
+            assert_eq!(root, sim.root());
+            // The evidence is there: the fault's log line and every component's metrics.
+            assert!(text.contains(sim.fault.log_message()));
+            for component in sim.callees.keys() {
+                assert!(text.contains(&format!("metrics of {component}:")));
+            }
+            // The failing path is not: neither as a chain nor as the order of the metrics.
+            assert!(!text.contains(&sim.path.join(" -> ")));
+            assert!(!text.contains("Error rates rise along"));
+        }
+    }
+
+    #[test]
+    fn the_baseline_counts_whole_names() {
+        // Over seeds the most-mentioned component is sometimes the root and sometimes not:
+        // a baseline that always or never found it would say nothing.
+        let hits = (0..40)
+            .map(|seed| SimIncident::generate(seed, 1 + seed as usize % 3))
+            .filter(|sim| most_mentioned(sim) == sim.root())
+            .count();
+        assert!(hits < 40, "the summary gives the root away");
+        let sim = SimIncident::generate(5, 2);
+        let summary = telemetry_summary(&sim);
+        let best = most_mentioned(&sim);
+        let count = |c: &str| {
+            summary
+                .split(|ch: char| !(ch.is_alphanumeric() || ch == '-'))
+                .filter(|w| *w == c)
+                .count()
+        };
+        assert!(sim.callees.keys().all(|c| count(c) <= count(&best)));
     }
 }

@@ -181,7 +181,37 @@ impl SimIncident {
         }
     }
 
-    fn logs(&self, component: &str) -> String {
+    /// The alerts that fired (what `list_alerts` returns).
+    pub fn alerts_text(&self) -> String {
+        let e = self.entry();
+        format!(
+            "ALERT {e}: error rate 14% over the last 10 minutes\nALERT {e}: p99 latency 2300 ms"
+        )
+    }
+
+    /// A component's resources, error rate and the latency of each call it makes (what
+    /// `get_metrics` returns; the component must exist).
+    pub fn metrics_text(&self, component: &str) -> String {
+        let on_path = self.path.iter().position(|p| p == component);
+        let error_rate = if on_path.is_some() { 14 } else { 0 };
+        let mut text =
+            format!("metrics of {component}: cpu 41%, memory 52%, error rate {error_rate}%");
+        let next = on_path.and_then(|i| self.path.get(i + 1));
+        for callee in self.callees.get(component).into_iter().flatten() {
+            let (p99, errors) = if Some(callee) == next {
+                (1900, 12)
+            } else {
+                (20, 0)
+            };
+            text.push_str(&format!(
+                "\ncalls to {callee}: p99 {p99} ms, errors {errors}%"
+            ));
+        }
+        text
+    }
+
+    /// A component's recent log lines (what `get_logs` returns).
+    pub fn logs(&self, component: &str) -> String {
         let mut rng = SeededRng::new(self.id.len() as u64 ^ component.len() as u64);
         let mut lines: Vec<String> = (0..40)
             .map(|i| {
@@ -254,10 +284,7 @@ impl TypedTool for ListAlerts {
         "Lists the alerts that fired for this incident."
     }
     async fn run(&self, _a: NoArgs, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let e = self.0.entry();
-        Ok(ToolOutput::text(format!(
-            "ALERT {e}: error rate 14% over the last 10 minutes\nALERT {e}: p99 latency 2300 ms"
-        )))
+        Ok(ToolOutput::text(self.0.alerts_text()))
     }
 }
 
@@ -276,25 +303,8 @@ impl TypedTool for GetMetrics {
     async fn run(&self, a: ComponentArgs, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
         let sim = &self.0;
         sim.check(&a.component)?;
-        let on_path = sim.path.iter().position(|p| *p == a.component);
-        let error_rate = if on_path.is_some() { 14 } else { 0 };
-        let mut text = format!(
-            "metrics of {}: cpu 41%, memory 52%, error rate {error_rate}%",
-            a.component
-        );
-        let next = on_path.and_then(|i| sim.path.get(i + 1));
-        for callee in sim.callees.get(&a.component).into_iter().flatten() {
-            let (p99, errors) = if Some(callee) == next {
-                (1900, 12)
-            } else {
-                (20, 0)
-            };
-            text.push_str(&format!(
-                "\ncalls to {callee}: p99 {p99} ms, errors {errors}%"
-            ));
-        }
-        let mut out = ToolOutput::text(text);
-        if on_path.is_some() && next.is_none() {
+        let mut out = ToolOutput::text(sim.metrics_text(&a.component));
+        if a.component == sim.root() {
             out.evidence.push(
                 Evidence::new(
                     Modality::Metrics,
