@@ -352,9 +352,16 @@ async fn orchestra(
 ) -> Result<AgentRun, String> {
     let (audit, model) = audited(model);
     let loaded = load(dir)?;
+    // The reasoner's last answer, to tell what the model concluded from what the
+    // deterministic ranking filled in.
+    let reasoner = Arc::new(LastAnswer::new(Arc::clone(&model)));
+    let reasoner_model: Arc<dyn ChatModel> = reasoner.clone();
     let pipeline = DiagnosisPipeline::new(
         &loaded,
-        RoleModels::all(Arc::clone(&model)),
+        RoleModels {
+            reasoner: Some(reasoner_model),
+            ..RoleModels::all(Arc::clone(&model))
+        },
         PipelineConfig {
             wall_time: Some(budgets.wall_time),
             ..PipelineConfig::default()
@@ -373,19 +380,25 @@ async fn orchestra(
     );
     let fell_back: Vec<&str> = record.fallbacks().iter().map(|(role, _)| *role).collect();
     run.steps = record.events.len();
+    let top = record
+        .report
+        .candidates
+        .first()
+        .map(|c| c.component.as_str())
+        .unwrap_or("-");
     run.outcome = format!(
-        "{}; top candidate {}; roles that fell back to their policy: {}",
+        "controller (model): {}; {}; roles that fell back to their policy: {}",
         match &record.decision {
             Some(Decision::Conclude { component, .. }) => format!("concluded on {component}"),
             Some(Decision::Escalate { .. }) => "escalated".to_string(),
             _ => "no decision".to_string(),
         },
-        record
-            .report
-            .candidates
-            .first()
-            .map(|c| c.component.as_str())
-            .unwrap_or("-"),
+        reasoner_conclusion(
+            fell_back.contains(&"reasoner"),
+            &record.report.root_cause,
+            top,
+            reasoner.last().as_deref(),
+        ),
         if fell_back.is_empty() {
             "none".to_string()
         } else {
@@ -427,6 +440,71 @@ async fn orchestra(
     run.invariants.push(trajectory_valid(&record.trajectory()));
     run.invariants.push(server_counted(&run));
     Ok(run)
+}
+
+/// What the reasoner concluded, saying which part is the model's and which the
+/// deterministic ranking's: the root cause text is the model's unless the reasoner fell back;
+/// the top candidate is the model's only when its answer names it (otherwise the ranking's
+/// order filled the list).
+fn reasoner_conclusion(
+    fell_back: bool,
+    root_cause: &str,
+    top: &str,
+    answer: Option<&str>,
+) -> String {
+    if fell_back {
+        return format!(
+            "reasoner fell back: root cause and top candidate {top} by its policy (deterministic)"
+        );
+    }
+    let said: String = root_cause.chars().take(80).collect();
+    let cut = if said.len() < root_cause.len() {
+        "..."
+    } else {
+        ""
+    };
+    let source = if answer.is_some_and(|a| a.contains(top)) {
+        "named by the model"
+    } else {
+        "from the evidence ranking (deterministic; the model named no candidate)"
+    };
+    format!("reasoner (model): root cause \"{said}{cut}\"; top candidate {top}, {source}")
+}
+
+/// A model that remembers the text of its last answer.
+struct LastAnswer {
+    inner: Arc<dyn ChatModel>,
+    last: std::sync::Mutex<Option<String>>,
+}
+
+impl LastAnswer {
+    fn new(inner: Arc<dyn ChatModel>) -> Self {
+        LastAnswer {
+            inner,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn last(&self) -> Option<String> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for LastAnswer {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    async fn complete(
+        &self,
+        req: CompletionRequest,
+    ) -> Result<rca_core::llm::CompletionResponse, rca_core::LlmError> {
+        let r = self.inner.complete(req).await?;
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some(r.text().to_string());
+        }
+        Ok(r)
+    }
 }
 
 /// STRATUS with model-backed diagnosis and mitigation agents on a simulated scenario none of
@@ -627,5 +705,35 @@ fn short(text: &str, max: usize) -> String {
     match one_line.char_indices().nth(max) {
         Some((i, _)) => format!("{}...", &one_line[..i]),
         None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_conclusion_says_which_part_is_the_model_s() {
+        let named = reasoner_conclusion(
+            false,
+            "cpu saturation",
+            "pod-a",
+            Some(r#"{"candidates": ["pod-a"]}"#),
+        );
+        assert!(named.contains("root cause \"cpu saturation\""), "{named}");
+        assert!(named.contains("pod-a, named by the model"), "{named}");
+        let filled = reasoner_conclusion(false, "x", "pod-a", Some(r#"{"candidates": []}"#));
+        assert!(
+            filled.contains("from the evidence ranking (deterministic"),
+            "{filled}"
+        );
+        let long = "y".repeat(100);
+        assert!(
+            reasoner_conclusion(false, &long, "p", None)
+                .contains(&format!("{}...", "y".repeat(80)))
+        );
+        let policy = reasoner_conclusion(true, "by policy", "pod-a", None);
+        assert!(policy.starts_with("reasoner fell back"), "{policy}");
+        assert!(!policy.contains("(model)"), "{policy}");
     }
 }
