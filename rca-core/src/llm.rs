@@ -290,6 +290,32 @@ pub struct CompletionResponse {
     pub choices: Vec<Choice>,
     /// Token usage.
     pub usage: Usage,
+    /// What the server said about this answer that proves where it came from (its response
+    /// id, creation time, system fingerprint), when it said anything; kept in recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<Served>,
+}
+
+/// The server's own marks on one answer (OpenAI-compatible `id`, `created`,
+/// `system_fingerprint`): a recording that keeps them shows a server produced it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    /// The response id the server gave (`chatcmpl-...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// When the server created the answer, in Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<i64>,
+    /// The server's configuration fingerprint, where it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_fingerprint: Option<String>,
+}
+
+impl Served {
+    /// `None` when the server said nothing at all.
+    pub fn nonempty(self) -> Option<Served> {
+        (self != Served::default()).then_some(self)
+    }
 }
 
 impl CompletionResponse {
@@ -361,6 +387,7 @@ pub struct Capabilities {
 ///     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
 ///         let last = req.messages.last().map(|m| m.content.to_uppercase()).unwrap_or_default();
 ///         Ok(CompletionResponse {
+///             served: None,
 ///             model: "shout".into(),
 ///             choices: vec![Choice { index: 0, message: Message::assistant(last), finish_reason: None }],
 ///             usage: Usage::default(),

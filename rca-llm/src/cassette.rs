@@ -199,6 +199,7 @@ mod tests {
                 model_id: "scripted-cassette-test".into(),
                 request,
                 response: CompletionResponse {
+                    served: None,
                     model: "scripted-cassette-test".into(),
                     choices: vec![],
                     usage: Usage::default(),

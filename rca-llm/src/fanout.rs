@@ -91,6 +91,7 @@ pub async fn fan_out<M: ChatModel + ?Sized>(
         choices.push(Choice { index: i, ..first });
     }
     Ok(CompletionResponse {
+        served: None,
         model: model_name.unwrap_or_else(|| model.model_id().to_string()),
         choices,
         usage,
@@ -152,6 +153,7 @@ mod tests {
             }
             let text = format!("seed={seed}");
             Ok(CompletionResponse {
+                served: None,
                 model: "seed-echo".into(),
                 usage: Usage {
                     prompt_tokens: 10,

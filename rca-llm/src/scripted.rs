@@ -147,6 +147,7 @@ impl ScriptedModel {
     fn response(&self, request: &CompletionRequest, texts: Vec<String>) -> CompletionResponse {
         let completion_tokens = texts.iter().map(|t| u64::from(estimate_tokens(t))).sum();
         CompletionResponse {
+            served: None,
             model: self.name.clone(),
             choices: texts
                 .into_iter()

@@ -161,6 +161,7 @@ impl ChatModel for GatewayModel {
             },
         };
         Ok(CompletionResponse {
+            served: None,
             model: self.config.model.clone(),
             choices: vec![Choice {
                 index: 0,

@@ -193,6 +193,7 @@ impl ChatModel for PlannedInvestigation {
             .map(|m| estimate_tokens(&m.content))
             .sum();
         Ok(CompletionResponse {
+            served: None,
             model: self.model_id().into(),
             usage: Usage {
                 prompt_tokens: u64::from(prompt),

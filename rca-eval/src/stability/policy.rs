@@ -181,6 +181,7 @@ pub struct InvestigationPolicy;
 /// Wraps text as a one-choice response with estimated usage.
 pub fn respond(model: &str, request: &CompletionRequest, text: String) -> CompletionResponse {
     CompletionResponse {
+        served: None,
         model: model.to_string(),
         usage: Usage {
             prompt_tokens: u64::from(request.estimated_prompt_tokens()),

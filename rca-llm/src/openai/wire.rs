@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rca_core::LlmError;
 use rca_core::llm::{
     Choice, CompletionRequest, CompletionResponse, FinishReason, Message, ResponseFormat, Role,
-    ToolCall, ToolChoice, Usage, estimate_tokens,
+    Served, ToolCall, ToolChoice, Usage, estimate_tokens,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -250,6 +250,12 @@ pub fn request_body(
 #[derive(Deserialize)]
 struct WireResponse {
     #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    created: Option<i64>,
+    #[serde(default)]
+    system_fingerprint: Option<String>,
+    #[serde(default)]
     model: Option<String>,
     #[serde(default)]
     choices: Option<Vec<WireChoice>>,
@@ -413,6 +419,12 @@ pub fn parse_response(
         model: wire.model.unwrap_or_else(|| fallback_model.to_string()),
         choices: out,
         usage,
+        served: Served {
+            id: wire.id,
+            created: wire.created,
+            system_fingerprint: wire.system_fingerprint,
+        }
+        .nonempty(),
     })
 }
 
@@ -779,8 +791,17 @@ mod tests {
         assert_eq!(r.usage.total(), 17);
         assert!(!r.usage.estimated);
 
+        // What proves the server answered is kept: its id, creation time and fingerprint.
+        let raw = r#"{"id":"chatcmpl-7","created":1765000000,"system_fingerprint":"b1-x",
+            "choices":[{"message":{"content":"ok"}}]}"#;
+        let served = parse_response(&req, "fallback", raw).unwrap().served.unwrap();
+        assert_eq!(served.id.as_deref(), Some("chatcmpl-7"));
+        assert_eq!(served.created, Some(1_765_000_000));
+        assert_eq!(served.system_fingerprint.as_deref(), Some("b1-x"));
+
         let raw = r#"{"choices":[{"message":{"content":"some words here"}}]}"#;
         let r = parse_response(&req, "fallback", raw).unwrap();
+        assert_eq!(r.served, None);
         assert_eq!(r.model, "fallback");
         assert!(r.usage.estimated);
         assert!(r.usage.prompt_tokens > 0 && r.usage.completion_tokens >= 3);
