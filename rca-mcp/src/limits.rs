@@ -28,6 +28,8 @@ pub struct McpLimits {
     pub max_resource_bytes: usize,
     /// Names listed at most per list (components, templates, incidents, resources).
     pub max_list_items: usize,
+    /// Tool calls running at once; more wait for a slot (within their deadline).
+    pub max_concurrent_calls: usize,
 }
 
 impl Default for McpLimits {
@@ -42,6 +44,7 @@ impl Default for McpLimits {
             max_snapshot_chars: 32 << 20,
             max_resource_bytes: 4 << 20,
             max_list_items: 500,
+            max_concurrent_calls: 4,
         }
     }
 }

@@ -86,6 +86,7 @@ struct Shared {
     pipeline: PipelineConfig,
     snapshots: Arc<BoundedSnapshotStore>,
     obsk: Obsk,
+    slots: tokio::sync::Semaphore,
 }
 
 /// The server. Cheap to clone (one per HTTP request shares everything).
@@ -119,6 +120,7 @@ impl RcaMcp {
             Arc::clone(&snapshots) as Arc<dyn SnapshotStore>,
             limits.head_chars.max(1),
         );
+        let slots = tokio::sync::Semaphore::new(limits.max_concurrent_calls.max(1));
         Ok(RcaMcp {
             shared: Arc::new(Shared {
                 root,
@@ -129,6 +131,7 @@ impl RcaMcp {
                 pipeline: config.pipeline,
                 snapshots,
                 obsk,
+                slots,
             }),
         })
     }
@@ -142,7 +145,18 @@ impl RcaMcp {
         } else {
             limits.tool_timeout
         };
-        match tokio::time::timeout(deadline, self.dispatch(name, args)).await {
+        // Waiting for a slot counts against the deadline: a burst of calls cannot queue work
+        // past it.
+        let work = async {
+            let _slot = self
+                .shared
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| McpError::failed("the server is shutting down"))?;
+            self.dispatch(name, args).await
+        };
+        match tokio::time::timeout(deadline, work).await {
             Ok(result) => result,
             Err(_) => Err(McpError::TimedOut {
                 what: format!("the tool {name}"),
