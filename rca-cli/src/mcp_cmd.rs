@@ -96,6 +96,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             config.diagnosis.current_minutes,
             config.diagnosis.min_modalities,
         ),
+        live: None,
     })?;
     let Some(addr) = args.http else {
         if args.token_file.is_some() || args.listener.is_some() {

@@ -21,7 +21,8 @@
 //!
 //! Module map: `server` ([`RcaMcp`], the handler, stdio), `http` (Streamable HTTP behind
 //! rca-listen), `catalogue` (tools, schemas, structured results), `incidents` (the confined
-//! root and the cache of loaded incidents), `runs` (stored runs as resources), `snapshots`
+//! root and the cache of loaded incidents), `live` (sources queried live, as the incident
+//! `live`), `runs` (stored runs as resources), `snapshots`
 //! (the bounded snapshot store), `limits`, `error`.
 
 #![deny(missing_docs)]
@@ -31,6 +32,7 @@ mod error;
 mod http;
 mod incidents;
 mod limits;
+mod live;
 mod runs;
 mod server;
 mod snapshots;
@@ -44,6 +46,7 @@ pub use error::McpError;
 pub use http::{HttpOptions, MCP_PATH, ROUTE_GROUP, check_auth, serve_http, token_client};
 pub use incidents::{IncidentRoot, LoadedIncident};
 pub use limits::McpLimits;
+pub use live::{LIVE_INCIDENT, LiveSources};
 pub use runs::{REPORT_FILE, RUNS_URI, StoredFile, TRAJECTORY_FILE, run_folder};
 pub use server::{INVESTIGATE_PROMPT, McpServerConfig, RcaMcp, serve_stdio};
 pub use snapshots::BoundedSnapshotStore;

@@ -5,14 +5,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use rca_agents::orchestra::explorers::WindowPolicy;
 use rca_agents::orchestra::pipeline::service_graph;
 use rca_agents::orchestra::{DiagnosisPipeline, PipelineConfig, RoleModels};
 use rca_agents::react::Obsk;
-use rca_agents::report::{ReportBundle, TRAJECTORY_FORMAT_VERSION, render_markdown};
+use rca_agents::report::{
+    ReportBundle, ReportTelemetry, ReportWindows, TRAJECTORY_FORMAT_VERSION, render_markdown,
+};
 use rca_core::logs::TemplateMiner;
 use rca_core::memory::SnapshotStore;
-use rca_core::source::{Level, LogSource, MetricSource};
-use rca_core::{ToolContext, ToolError};
+use rca_core::source::{Level, LogQuery, LogRecord, LogSource, MetricSource};
+use rca_core::tool::ToolRegistry;
+use rca_core::{Incident, ToolContext, ToolError};
 use rca_llm::Redactor;
 use rca_tools::logs::{MinerConfig, OnlineMiner};
 use rmcp::model::{
@@ -34,6 +38,7 @@ use crate::catalogue::{
 use crate::error::McpError;
 use crate::incidents::{IncidentRoot, LoadedIncident};
 use crate::limits::McpLimits;
+use crate::live::{LIVE_INCIDENT, LiveSources};
 use crate::runs;
 use crate::snapshots::BoundedSnapshotStore;
 
@@ -59,6 +64,8 @@ pub struct McpServerConfig {
     pub models: RoleModels,
     /// `diagnose`'s settings (its wall time is capped by `limits.diagnose_timeout`).
     pub pipeline: PipelineConfig,
+    /// Sources queried live (Prometheus, an OTLP buffer), served as the incident `live`.
+    pub live: Option<LiveSources>,
 }
 
 impl McpServerConfig {
@@ -73,6 +80,7 @@ impl McpServerConfig {
             redactor: Redactor::default(),
             models: RoleModels::default(),
             pipeline: PipelineConfig::default(),
+            live: None,
         }
     }
 }
@@ -84,6 +92,7 @@ struct Shared {
     redactor: Redactor,
     models: RoleModels,
     pipeline: PipelineConfig,
+    live: Option<LiveSources>,
     snapshots: Arc<BoundedSnapshotStore>,
     obsk: Obsk,
     slots: tokio::sync::Semaphore,
@@ -129,6 +138,7 @@ impl RcaMcp {
                 redactor: config.redactor,
                 models: config.models,
                 pipeline: config.pipeline,
+                live: config.live,
                 snapshots,
                 obsk,
                 slots,
@@ -196,8 +206,20 @@ impl RcaMcp {
         Ok(result)
     }
 
-    async fn load(&self, incident: Option<&str>) -> Result<Arc<LoadedIncident>, McpError> {
-        self.shared.root.load(incident).await
+    /// What a call works on: `incident` loaded from the root, or the live sources now.
+    async fn target(&self, incident: Option<&str>) -> Result<Target, McpError> {
+        if let Some(live) = &self.shared.live
+            && incident.map(str::trim) == Some(LIVE_INCIDENT)
+        {
+            let incident = live.incident();
+            let tools = live.tools(&incident).await?;
+            return Ok(Target::Live(Box::new(LiveCall {
+                live: live.clone(),
+                incident,
+                tools,
+            })));
+        }
+        Ok(Target::Dir(self.shared.root.load(incident).await?))
     }
 
     async fn incident_tool(
@@ -210,7 +232,7 @@ impl RcaMcp {
             Some(serde_json::Value::String(s)) => Some(s),
             Some(_) => return Err(McpError::refused("`incident` must be a string")),
         };
-        let loaded = self.load(incident.as_deref()).await?;
+        let target = self.target(incident.as_deref()).await?;
         let mut args = serde_json::Value::Object(args);
         // A snapshot key in an argument stands for its full text (analyze_logs over a cut
         // get_logs result), as in the ReAct loop.
@@ -220,14 +242,14 @@ impl RcaMcp {
             .await
             .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
         let ctx = ToolContext::default()
-            .with_cutoff(loaded.dir.incident.detected_at)
-            .with_incident(loaded.dir.incident.id.clone());
-        let out = match loaded.tools.dispatch(name, args, &ctx).await {
+            .with_cutoff(target.incident().detected_at)
+            .with_incident(target.incident().id.clone());
+        let out = match target.tools().dispatch(name, args, &ctx).await {
             Ok(out) => out,
             Err(ToolError::NotFound { available, .. }) => {
                 return Err(McpError::refused(format!(
                     "the incident {:?} has no data for {name}; its tools: {}",
-                    loaded.name,
+                    target.name(),
                     available.join(", ")
                 )));
             }
@@ -246,7 +268,7 @@ impl RcaMcp {
         let evidence_left_out = evidence.len().saturating_sub(max);
         evidence.truncate(max);
         let output = ObservationOutput {
-            incident: loaded.name.clone(),
+            incident: target.name().to_string(),
             tool: name.to_string(),
             text: observation.text.clone(),
             cut: observation.snapshot_key.is_some(),
@@ -260,33 +282,78 @@ impl RcaMcp {
 
     async fn diagnose(&self, args: DiagnoseArgs) -> Result<CallToolResult, McpError> {
         let shared = &self.shared;
-        let loaded = self.load(args.incident.as_deref()).await?;
+        let target = self.target(args.incident.as_deref()).await?;
         let base = &shared.pipeline;
         let current_minutes = args.current_minutes.unwrap_or(base.current_minutes).max(1);
         let cap = shared.limits.diagnose_timeout;
-        let config = PipelineConfig {
+        let mut config = PipelineConfig {
             current_minutes,
             min_modalities: args.min_modalities.unwrap_or(base.min_modalities).max(1),
             wall_time: Some(base.wall_time.map_or(cap, |w| w.min(cap))),
             ..base.clone()
         };
-        let pipeline = DiagnosisPipeline::new(&loaded.dir, shared.models.clone(), config)
-            .map_err(|e| McpError::failed(format!("cannot set up the diagnosis: {e}")))?;
-        let graph = pipeline.service_graph.clone();
-        let run = pipeline
-            .run(&loaded.dir.incident)
-            .await
-            .map_err(|e| McpError::failed(format!("the diagnosis failed: {e}")))?;
+        let setup = |e: rca_agents::orchestra::OrchestraError| {
+            McpError::failed(format!("cannot set up the diagnosis: {e}"))
+        };
+        let (run, bundle) = match &target {
+            Target::Dir(loaded) => {
+                let pipeline = DiagnosisPipeline::new(&loaded.dir, shared.models.clone(), config)
+                    .map_err(setup)?;
+                let graph = pipeline.service_graph.clone();
+                let run = pipeline
+                    .run(&loaded.dir.incident)
+                    .await
+                    .map_err(|e| McpError::failed(format!("the diagnosis failed: {e}")))?;
+                let bundle = ReportBundle::of_incident_dir(
+                    &loaded.dir,
+                    run.report.clone(),
+                    run.trajectory(),
+                    graph,
+                    run.onset.map(|o| o.at()),
+                    current_minutes,
+                )
+                .await;
+                (run, bundle)
+            }
+            Target::Live(call) => {
+                let (live, incident) = (&call.live, &call.incident);
+                // Live sources are queried, not held: the onset is not estimated, and the
+                // current window is the last `current_minutes` (as in the diagnosis service).
+                config.onset = None;
+                let windows = WindowPolicy {
+                    current_millis: current_minutes * 60_000,
+                    baseline: None,
+                };
+                let graph = live.service_graph(incident, MAX_LIVE_RECORDS).await?;
+                let pipeline = DiagnosisPipeline::with_explorers(
+                    live.explorers(windows),
+                    graph.clone(),
+                    shared.models.clone(),
+                    config,
+                )
+                .map_err(setup)?;
+                let run = pipeline
+                    .run(incident)
+                    .await
+                    .map_err(|e| McpError::failed(format!("the diagnosis failed: {e}")))?;
+                let telemetry = ReportTelemetry::gather(
+                    &run.report,
+                    ReportWindows::for_incident(incident, None, current_minutes * 60_000, None),
+                    live.metrics.as_deref(),
+                    live.traces.as_deref(),
+                )
+                .await;
+                let bundle = ReportBundle::new(
+                    incident.clone(),
+                    run.report.clone(),
+                    run.trajectory(),
+                    graph,
+                )
+                .with_telemetry(telemetry);
+                (run, bundle)
+            }
+        };
         let onset = run.onset.map(|o| o.at());
-        let bundle = ReportBundle::of_incident_dir(
-            &loaded.dir,
-            run.report.clone(),
-            run.trajectory(),
-            graph,
-            onset,
-            current_minutes,
-        )
-        .await;
         let markdown = self.redact(&render_markdown(&bundle));
         let mut record = serde_json::json!({
             "format_version": TRAJECTORY_FORMAT_VERSION,
@@ -299,7 +366,7 @@ impl RcaMcp {
         });
         shared.redactor.redact_json(&mut record);
         let stored = match &shared.runs {
-            Some(dir) => match runs::store(dir, &loaded.dir.incident.id, &record, &markdown) {
+            Some(dir) => match runs::store(dir, &target.incident().id, &record, &markdown) {
                 Ok(uris) => Some(uris),
                 Err(e) => {
                     tracing::warn!(error = %e, "the run could not be stored");
@@ -314,7 +381,7 @@ impl RcaMcp {
             .await
             .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
         let output = DiagnoseOutput {
-            incident: loaded.name.clone(),
+            incident: target.name().to_string(),
             report: run.report.clone(),
             markdown: shown.text.clone(),
             cut: shown.snapshot_key.is_some(),
@@ -333,7 +400,10 @@ impl RcaMcp {
 
     async fn list_components(&self, args: ListComponentsArgs) -> Result<CallToolResult, McpError> {
         let max = self.shared.limits.max_list_items;
-        let (incidents, mut cut) = self.shared.root.names(max);
+        let (mut incidents, mut cut) = self.shared.root.names(max);
+        if self.shared.live.is_some() {
+            incidents.insert(0, LIVE_INCIDENT.to_string());
+        }
         if args.incident.is_none() && !self.shared.root.is_single() {
             let text = format!(
                 "{} incident(s){}: {}\nName one as `incident` to list its components.",
@@ -351,44 +421,63 @@ impl RcaMcp {
             };
             return self.structured(text, output);
         }
-        let loaded = self.load(args.incident.as_deref()).await?;
-        let dir = &loaded.dir;
-        let mut by_name: BTreeMap<String, Component> = BTreeMap::new();
-        let entry = |map: &mut BTreeMap<String, Component>, name: &str| {
-            if !map.contains_key(name) {
-                map.insert(
-                    name.to_string(),
-                    Component {
-                        name: name.to_string(),
-                        logs: false,
-                        metric_series: 0,
-                        traces: false,
-                    },
-                );
+        let target = self.target(args.incident.as_deref()).await?;
+        let failed = |e: rca_core::SourceError| McpError::failed(e.to_string());
+        let (log_components, series, span_components, graph) = match &target {
+            Target::Dir(loaded) => {
+                let dir = &loaded.dir;
+                let spans: std::collections::BTreeSet<String> = dir
+                    .traces
+                    .spans_all()
+                    .iter()
+                    .map(|s| s.component.clone())
+                    .collect();
+                (
+                    dir.logs.components().await.map_err(failed)?,
+                    dir.metrics.series().await.map_err(failed)?,
+                    spans,
+                    service_graph(dir),
+                )
+            }
+            Target::Live(call) => {
+                let (live, incident) = (&call.live, &call.incident);
+                let logs = match &live.logs {
+                    Some(l) => l.components().await.map_err(failed)?,
+                    None => Vec::new(),
+                };
+                let series = match &live.metrics {
+                    Some(m) => m.series().await.map_err(failed)?,
+                    None => Vec::new(),
+                };
+                let spans = live
+                    .spans(incident, MAX_LIVE_RECORDS)
+                    .await?
+                    .into_iter()
+                    .map(|s| s.component)
+                    .collect();
+                let graph = live.service_graph(incident, MAX_LIVE_RECORDS).await?;
+                (logs, series, spans, graph)
             }
         };
-        let failed = |e: rca_core::SourceError| McpError::failed(e.to_string());
-        for c in dir.logs.components().await.map_err(failed)? {
-            entry(&mut by_name, &c);
-            if let Some(x) = by_name.get_mut(&c) {
-                x.logs = true;
-            }
+        let mut by_name: BTreeMap<String, Component> = BTreeMap::new();
+        fn entry<'a>(map: &'a mut BTreeMap<String, Component>, name: &str) -> &'a mut Component {
+            map.entry(name.to_string()).or_insert_with(|| Component {
+                name: name.to_string(),
+                logs: false,
+                metric_series: 0,
+                traces: false,
+            })
         }
-        for (c, _) in dir.metrics.series().await.map_err(failed)? {
-            entry(&mut by_name, &c);
-            if let Some(x) = by_name.get_mut(&c) {
-                x.metric_series += 1;
-            }
+        for c in &log_components {
+            entry(&mut by_name, c).logs = true;
         }
-        for span in dir.traces.spans_all() {
-            if by_name.get(&span.component).is_none_or(|x| !x.traces) {
-                entry(&mut by_name, &span.component);
-                if let Some(x) = by_name.get_mut(&span.component) {
-                    x.traces = true;
-                }
-            }
+        for (c, _) in &series {
+            entry(&mut by_name, c).metric_series += 1;
         }
-        let mut edges: Vec<Edge> = service_graph(dir)
+        for c in &span_components {
+            entry(&mut by_name, c).traces = true;
+        }
+        let mut edges: Vec<Edge> = graph
             .into_iter()
             .map(|(caller, callee)| Edge { caller, callee })
             .collect();
@@ -400,10 +489,10 @@ impl RcaMcp {
         cut |= components.len() > max || edges.len() > max;
         components.truncate(max);
         edges.truncate(max);
+        let detected_at = target.incident().detected_at;
         let mut text = format!(
-            "incident {} (detected at {}): {} component(s){}\n",
-            loaded.name,
-            dir.incident.detected_at,
+            "incident {} (detected at {detected_at}): {} component(s){}\n",
+            target.name(),
             components.len(),
             if cut {
                 ", list cut at the server's bound"
@@ -422,8 +511,8 @@ impl RcaMcp {
         }
         let output = ComponentsOutput {
             incidents,
-            incident: Some(loaded.name.clone()),
-            detected_at: Some(dir.incident.detected_at.to_string()),
+            incident: Some(target.name().to_string()),
+            detected_at: Some(detected_at.to_string()),
             components,
             edges,
             cut,
@@ -438,7 +527,7 @@ impl RcaMcp {
     }
 
     async fn log_templates(&self, args: LogTemplatesArgs) -> Result<CallToolResult, McpError> {
-        let loaded = self.load(args.incident.as_deref()).await?;
+        let target = self.target(args.incident.as_deref()).await?;
         let min_level = match args.min_level.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(word) => Some(Level::parse(word).ok_or_else(|| {
@@ -450,29 +539,42 @@ impl RcaMcp {
         let max = self.shared.limits.max_list_items;
         let limit = args.limit.unwrap_or(50).clamp(1, max);
         let entity = args.entity.clone();
-        let mine = Arc::clone(&loaded);
-        let (lines, mut templates) = tokio::task::spawn_blocking(move || {
-            let cutoff = mine.dir.incident.detected_at;
-            let mut miner = OnlineMiner::new(MinerConfig::default());
-            let mut lines = 0u64;
-            for r in mine.dir.logs.records() {
-                if r.timestamp >= cutoff
-                    || entity.as_ref().is_some_and(|e| *e != r.component)
-                    || min_level.is_some_and(|m| r.level.unwrap_or_default() < m)
-                {
-                    continue;
-                }
-                miner.ingest_line(&r.message);
-                lines += 1;
+        let cutoff = target.incident().detected_at;
+        let keep = move |r: &LogRecord| {
+            r.timestamp < cutoff
+                && entity.as_ref().is_none_or(|e| *e == r.component)
+                && min_level.is_none_or(|m| r.level.unwrap_or_default() >= m)
+        };
+        let (lines, mut templates) = match &target {
+            Target::Dir(loaded) => {
+                let mine = Arc::clone(loaded);
+                tokio::task::spawn_blocking(move || {
+                    mine_templates(mine.dir.logs.records().iter().filter(|r| keep(r)))
+                })
+                .await
             }
-            (lines, TemplateMiner::templates(&miner))
-        })
-        .await
+            Target::Live(call) => {
+                let (live, incident) = (&call.live, &call.incident);
+                let records = live
+                    .lines(incident, LogQuery::range(incident.window), MAX_LIVE_RECORDS)
+                    .await?;
+                tokio::task::spawn_blocking(move || {
+                    mine_templates(records.iter().filter(|r| keep(r)))
+                })
+                .await
+            }
+        }
         .map_err(|e| McpError::failed(format!("mining stopped: {e}")))?;
         if lines == 0
             && let Some(e) = &args.entity
         {
-            let known = loaded.dir.logs.components().await.unwrap_or_default();
+            let known = match &target {
+                Target::Dir(loaded) => loaded.dir.logs.components().await.unwrap_or_default(),
+                Target::Live(call) => match &call.live.logs {
+                    Some(l) => l.components().await.unwrap_or_default(),
+                    None => Vec::new(),
+                },
+            };
             if !known.contains(e) {
                 let shown: Vec<&str> = known.iter().take(50).map(String::as_str).collect();
                 return Err(McpError::refused(format!(
@@ -494,7 +596,7 @@ impl RcaMcp {
             .collect();
         let mut text = format!(
             "{lines} line(s) of {} before the detection time{}: {total_templates} template(s){}\n",
-            loaded.name,
+            target.name(),
             args.entity
                 .as_deref()
                 .map(|e| format!(" from {e}"))
@@ -515,7 +617,7 @@ impl RcaMcp {
             .await
             .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
         let output = TemplatesOutput {
-            incident: loaded.name.clone(),
+            incident: target.name().to_string(),
             entity: args.entity,
             lines,
             total_templates,
@@ -600,6 +702,60 @@ impl RcaMcp {
         GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
             .with_description("A guided root-cause investigation of one incident")
     }
+}
+
+/// Records (spans, log lines) read at most from live sources per call.
+const MAX_LIVE_RECORDS: usize = 200_000;
+
+/// What a call works on.
+enum Target {
+    /// An incident directory, loaded.
+    Dir(Arc<LoadedIncident>),
+    /// The live sources, as of now.
+    Live(Box<LiveCall>),
+}
+
+/// A call on the live sources: the sources, the incident of the moment, its tools.
+struct LiveCall {
+    live: LiveSources,
+    incident: Incident,
+    tools: ToolRegistry,
+}
+
+impl Target {
+    fn name(&self) -> &str {
+        match self {
+            Target::Dir(l) => &l.name,
+            Target::Live(_) => LIVE_INCIDENT,
+        }
+    }
+
+    fn incident(&self) -> &Incident {
+        match self {
+            Target::Dir(l) => &l.dir.incident,
+            Target::Live(call) => &call.incident,
+        }
+    }
+
+    fn tools(&self) -> &ToolRegistry {
+        match self {
+            Target::Dir(l) => &l.tools,
+            Target::Live(call) => &call.tools,
+        }
+    }
+}
+
+/// Mines the messages of `records`: how many, and the templates.
+fn mine_templates<'a>(
+    records: impl Iterator<Item = &'a LogRecord>,
+) -> (u64, Vec<rca_core::logs::Template>) {
+    let mut miner = OnlineMiner::new(MinerConfig::default());
+    let mut lines = 0u64;
+    for r in records {
+        miner.ingest_line(&r.message);
+        lines += 1;
+    }
+    (lines, TemplateMiner::templates(&miner))
 }
 
 /// Parses a tool's arguments into its argument type; the error names the schema's fields.

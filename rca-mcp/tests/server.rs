@@ -191,3 +191,159 @@ async fn secrets_are_redacted_and_calls_have_deadlines() {
         .unwrap_err();
     assert!(matches!(e, McpError::TimedOut { .. }), "{e}");
 }
+
+mod live {
+    //! Live sources (here in memory, as a host's would be) served as the incident `live`.
+
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use rca_core::SourceError;
+    use rca_core::Timestamp;
+    use rca_core::source::{
+        Level, LogQuery, LogRecord, LogSource, MetricQuery, MetricSample, MetricSource,
+        RecordStream,
+    };
+    use rca_mcp::{LIVE_INCIDENT, LiveSources, McpLimits, McpServerConfig, RcaMcp};
+    use serde_json::json;
+
+    struct Logs(Vec<LogRecord>);
+    struct Metrics(Vec<MetricSample>);
+
+    #[async_trait]
+    impl LogSource for Logs {
+        async fn logs(&self, q: &LogQuery) -> Result<RecordStream<LogRecord>, SourceError> {
+            let hits: Vec<_> = self
+                .0
+                .iter()
+                .filter(|r| q.matches(r))
+                .cloned()
+                .map(Ok)
+                .collect();
+            Ok(Box::pin(futures::stream::iter(hits)))
+        }
+        async fn components(&self) -> Result<Vec<String>, SourceError> {
+            let mut c: Vec<String> = self.0.iter().map(|r| r.component.clone()).collect();
+            c.sort();
+            c.dedup();
+            Ok(c)
+        }
+    }
+
+    #[async_trait]
+    impl MetricSource for Metrics {
+        async fn samples(
+            &self,
+            q: &MetricQuery,
+        ) -> Result<RecordStream<MetricSample>, SourceError> {
+            let hits: Vec<_> = self
+                .0
+                .iter()
+                .filter(|s| q.matches(s))
+                .cloned()
+                .map(Ok)
+                .collect();
+            Ok(Box::pin(futures::stream::iter(hits)))
+        }
+        async fn series(&self) -> Result<Vec<(String, String)>, SourceError> {
+            let mut s: Vec<_> = self
+                .0
+                .iter()
+                .map(|m| (m.component.clone(), m.metric.clone()))
+                .collect();
+            s.sort();
+            s.dedup();
+            Ok(s)
+        }
+    }
+
+    fn now() -> Timestamp {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        Timestamp::from_nanos(ms * 1_000_000)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn live_sources_answer_as_the_incident_live() {
+        let now = now();
+        let mut lines = Vec::new();
+        let mut samples = Vec::new();
+        for minute in 1..50i64 {
+            let at = now.offset_millis(-minute * 60_000);
+            for component in ["front", "pay", "stock"] {
+                let failing = component == "pay" && minute <= 8;
+                lines.push(LogRecord {
+                    timestamp: at,
+                    component: component.into(),
+                    level: Some(if failing { Level::Error } else { Level::Info }),
+                    message: if failing {
+                        format!("payment {minute} failed: connection refused by ledger")
+                    } else {
+                        format!("request {minute} served in 12 ms")
+                    },
+                    attributes: Default::default(),
+                });
+                samples.push(MetricSample {
+                    timestamp: at,
+                    component: component.into(),
+                    metric: "latency_ms".into(),
+                    value: if failing {
+                        900.0 + minute as f64
+                    } else {
+                        12.0 + (minute % 3) as f64
+                    },
+                    labels: Default::default(),
+                });
+            }
+        }
+        // A record from the future is never read.
+        lines.push(LogRecord {
+            timestamp: now.offset_millis(3_600_000),
+            component: "pay".into(),
+            level: Some(Level::Error),
+            message: "from the future".into(),
+            attributes: Default::default(),
+        });
+        let runs = tempfile::tempdir().unwrap();
+        let mut config = McpServerConfig::new(super::bundled());
+        config.runs = Some(runs.path().to_path_buf());
+        config.limits = McpLimits::default();
+        config.live = Some(LiveSources {
+            logs: Some(Arc::new(Logs(lines))),
+            metrics: Some(Arc::new(Metrics(samples))),
+            ..LiveSources::default()
+        });
+        let s = RcaMcp::new(config).unwrap();
+        let (comps, _) =
+            super::structured(&s, "list_components", json!({"incident": LIVE_INCIDENT})).await;
+        assert_eq!(comps["incident"], LIVE_INCIDENT);
+        assert_eq!(comps["components"].as_array().unwrap().len(), 3, "{comps}");
+        assert_eq!(comps["incidents"][0], LIVE_INCIDENT);
+        let (logs, text) = super::structured(
+            &s,
+            "get_logs",
+            json!({"incident": LIVE_INCIDENT, "entity": "pay"}),
+        )
+        .await;
+        assert!(text.contains("connection refused"), "{logs}");
+        assert!(!text.contains("from the future"), "{text}");
+        let (templates, _) =
+            super::structured(&s, "log_templates", json!({"incident": LIVE_INCIDENT})).await;
+        assert!(
+            templates["lines"].as_u64().unwrap() >= 3 * 49,
+            "{templates}"
+        );
+        assert!(!templates.to_string().contains("from the future"));
+        let (diagnosis, markdown) =
+            super::structured(&s, "diagnose", json!({"incident": LIVE_INCIDENT})).await;
+        assert!(markdown.starts_with('#'), "{markdown}");
+        assert_eq!(diagnosis["incident"], LIVE_INCIDENT);
+        let top = diagnosis["report"]["candidates"][0]["component"].clone();
+        assert_eq!(top, "pay", "{diagnosis}");
+        // The bundled incident is still served beside the live sources.
+        let (bundled, _) = super::structured(&s, "list_components", json!({})).await;
+        assert_eq!(bundled["incident"], "trainticket-cpu");
+    }
+}
