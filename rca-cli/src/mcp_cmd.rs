@@ -63,6 +63,14 @@ pub struct McpArgs {
     /// Stop after this many seconds (HTTP; for scripts and tests).
     #[arg(long)]
     pub for_seconds: Option<u64>,
+    /// With `--http`: also receive OTLP/HTTP exports at `/v1/{traces,logs,metrics}` (route
+    /// group `telemetry`) into a bounded in-memory buffer, served live as the incident `live`.
+    #[cfg(feature = "otlp")]
+    #[arg(long)]
+    pub otlp: bool,
+    /// How far back the live incident looks, in minutes.
+    #[arg(long, default_value_t = 60)]
+    pub live_minutes: u64,
 }
 
 /// Runs `rca mcp`.
@@ -84,6 +92,19 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         max_telemetry_bytes: args.max_telemetry_bytes,
         ..defaults
     };
+    #[cfg(feature = "otlp")]
+    let (live, telemetry_routes) = if args.otlp {
+        if args.http.is_none() {
+            anyhow::bail!("--otlp needs --http: the exports arrive on the same listener");
+        }
+        let (live, routes) = otlp_live(Duration::from_secs(args.live_minutes.max(1) * 60));
+        (Some(live), Some(routes))
+    } else {
+        (None, None)
+    };
+    #[cfg(not(feature = "otlp"))]
+    let (live, telemetry_routes): (Option<rca_mcp::LiveSources>, Option<axum::Router>) =
+        (None, None);
     let server = RcaMcp::new(McpServerConfig {
         incidents: args.incidents.clone(),
         runs: (!args.no_runs).then(|| args.runs.clone()),
@@ -96,7 +117,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             config.diagnosis.current_minutes,
             config.diagnosis.min_modalities,
         ),
-        live: None,
+        live,
     })?;
     let Some(addr) = args.http else {
         if args.token_file.is_some() || args.listener.is_some() {
@@ -116,6 +137,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         allow_unauthenticated_loopback: args.allow_unauthenticated_loopback,
         allowed_hosts: args.allowed_host.clone(),
         max_body_bytes: 0,
+        telemetry_routes,
     };
     // Refuse before binding: an unauthenticated transport is a configuration error.
     rca_mcp::check_auth(&options, addr)?;
@@ -138,4 +160,27 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     .await?;
     println!("{}", serde_json::to_string(&stats)?);
     Ok(())
+}
+
+/// A bounded OTLP buffer as live sources, and the OTLP/HTTP routes that fill it.
+#[cfg(feature = "otlp")]
+fn otlp_live(lookback: Duration) -> (rca_mcp::LiveSources, axum::Router) {
+    use std::sync::Arc;
+
+    use rca_core::source::{LogSource, MetricSource, TraceSource};
+    use rca_tools::otlp::{OtlpIntake, OtlpLimits, TelemetryBuffer, TelemetrySink};
+
+    let buffer = Arc::new(TelemetryBuffer::new(1_000_000));
+    let intake = Arc::new(OtlpIntake::new(
+        Arc::clone(&buffer) as Arc<dyn TelemetrySink>,
+        OtlpLimits::default(),
+    ));
+    let live = rca_mcp::LiveSources {
+        logs: Some(Arc::clone(&buffer) as Arc<dyn LogSource>),
+        metrics: Some(Arc::clone(&buffer) as Arc<dyn MetricSource>),
+        traces: Some(buffer as Arc<dyn TraceSource>),
+        lookback,
+        ..rca_mcp::LiveSources::default()
+    };
+    (live, rca_tools::otlp::router(intake))
 }

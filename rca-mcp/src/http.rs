@@ -17,6 +17,8 @@ use crate::server::RcaMcp;
 pub const MCP_PATH: &str = "/mcp";
 /// The route group a client must be allowed (`routes = ["mcp"]` in `[[listener.clients]]`).
 pub const ROUTE_GROUP: &str = "mcp";
+/// The route group of [`HttpOptions::telemetry_routes`] (the paths under `/v1/`).
+pub const TELEMETRY_GROUP: &str = "telemetry";
 
 /// How the HTTP transport is served.
 #[derive(Debug, Clone, Default)]
@@ -30,8 +32,11 @@ pub struct HttpOptions {
     /// Host names (with an optional port) accepted in the `Host` header besides the loopback
     /// names and the bound address (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
-    /// The largest request body accepted (bytes; 0: 1 MiB).
+    /// The largest request body accepted by the MCP endpoint (bytes; 0: 1 MiB).
     pub max_body_bytes: usize,
+    /// Routes under `/v1/` served on the same listener in the route group
+    /// [`TELEMETRY_GROUP`]: an OTLP/HTTP intake feeding the live sources.
+    pub telemetry_routes: Option<axum::Router>,
 }
 
 /// Checks that the transport on `address` is authenticated, or unauthenticated on loopback
@@ -63,7 +68,8 @@ pub fn check_auth(options: &HttpOptions, address: std::net::SocketAddr) -> Resul
 }
 
 /// A listener configuration with one client, `name`, whose bearer token's hash
-/// (`sha256:<hex>`, see [`rca_listen::hash_secret`]) is in `token_file`.
+/// (`sha256:<hex>`, see [`rca_listen::hash_secret`]) is in `token_file`, allowed the MCP
+/// endpoint and the telemetry routes.
 pub fn token_client(
     mut listener: ListenerConfig,
     name: &str,
@@ -71,7 +77,7 @@ pub fn token_client(
 ) -> ListenerConfig {
     listener.clients.push(rca_listen::ClientConfig {
         name: name.to_string(),
-        routes: vec![ROUTE_GROUP.to_string()],
+        routes: vec![ROUTE_GROUP.to_string(), TELEMETRY_GROUP.to_string()],
         bearer_token_file: Some(token_file),
         username: None,
         password_file: None,
@@ -115,10 +121,19 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new()
+    let mut router = axum::Router::new()
         .route_service(MCP_PATH, service)
         .route("/listener/stats", guard.stats_route());
-    let router = guard.protect(router, |_| Access::Group(ROUTE_GROUP));
+    if let Some(telemetry) = options.telemetry_routes.clone() {
+        router = router.merge(telemetry);
+    }
+    let router = guard.protect(router, |path| {
+        if path.starts_with("/v1/") {
+            Access::Group(TELEMETRY_GROUP)
+        } else {
+            Access::Group(ROUTE_GROUP)
+        }
+    });
     guard
         .clone()
         .serve(socket, router, async move {

@@ -43,7 +43,9 @@ pub use catalogue::{
     TemplateInfo, TemplatesOutput,
 };
 pub use error::McpError;
-pub use http::{HttpOptions, MCP_PATH, ROUTE_GROUP, check_auth, serve_http, token_client};
+pub use http::{
+    HttpOptions, MCP_PATH, ROUTE_GROUP, TELEMETRY_GROUP, check_auth, serve_http, token_client,
+};
 pub use incidents::{IncidentRoot, LoadedIncident};
 pub use limits::McpLimits;
 pub use live::{LIVE_INCIDENT, LiveSources};

@@ -249,3 +249,43 @@ fn the_python_sdk_uses_every_tool_over_http_and_is_refused_without_the_token() {
     let open = Server::start(&runs, &["--allow-unauthenticated-loopback"]);
     assert_eq!(post_initialize(&open.url, None), 200);
 }
+
+/// `rca mcp --otlp`: the OpenTelemetry Python SDK exports a small shop whose pricing service
+/// fails to the same listener (with the token); the MCP client diagnoses the incident `live`
+/// and finds the broken service.
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_exports_are_diagnosed_live_over_mcp() {
+    let Some(python_path) = mcp_python() else {
+        return;
+    };
+    let Some(otel_path) = super::otlp::otel_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let token = "mcp-live-token-0123456789abcdef";
+    let token_file = tmp.path().join("token.sha256");
+    std::fs::write(&token_file, rca_listen::hash_secret(token)).unwrap();
+    let server = Server::start(
+        &tmp.path().join("runs"),
+        &["--token-file", token_file.to_str().unwrap(), "--otlp"],
+    );
+    let base = server.url.trim_end_matches("/mcp").to_string();
+    super::otlp::shop_with(
+        &otel_path,
+        &base,
+        "pricing",
+        "error",
+        &[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            format!("authorization=Bearer%20{token}"),
+        )],
+    );
+    let s = summary(&client(&python_path, &["live", &server.url, token]));
+    assert!(
+        s["components"].as_array().unwrap().len() >= 4,
+        "the shop's services: {s}"
+    );
+    assert!(s["log_lines"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["top_candidate"], "pricing", "{s}");
+}

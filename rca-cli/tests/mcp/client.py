@@ -3,6 +3,8 @@
     client.py stdio RCA INCIDENT RUNS    spawns `rca mcp INCIDENT --runs RUNS --head-chars 400`
     client.py http URL TOKEN             connects to a running `rca mcp --http`
     client.py refused URL TOKEN          the same with a wrong TOKEN (or "-", none): must fail
+    client.py live URL TOKEN             the live incident (OTLP exports received): components,
+                                         templates and the diagnosis
 
 Lists the tools, checks every input and output schema is a valid JSON Schema, calls each tool
 with arguments that validate against its input schema, validates each result's structured
@@ -127,6 +129,22 @@ async def exercise(session):
     return summary
 
 
+async def exercise_live(session):
+    await session.initialize()
+    schemas = {t.name: (t.input_schema, t.output_schema) for t in (await session.list_tools()).tools}
+    comps, _ = await call(session, schemas, "list_components", {"incident": "live"})
+    check(comps["incidents"][0] == "live", f"live listed: {comps['incidents']}")
+    templates, _ = await call(session, schemas, "log_templates", {"incident": "live", "limit": 5})
+    diagnosis, markdown = await call(session, schemas, "diagnose", {"incident": "live"})
+    check(markdown.startswith("#"), "the Markdown report as text content")
+    candidates = diagnosis["report"]["candidates"]
+    return {
+        "components": sorted(c["name"] for c in comps["components"]),
+        "log_lines": templates["lines"],
+        "top_candidate": candidates[0]["component"] if candidates else None,
+    }
+
+
 async def over_stdio(rca, incident, runs):
     params = StdioServerParameters(
         command=rca,
@@ -137,7 +155,7 @@ async def over_stdio(rca, incident, runs):
             return await exercise(session)
 
 
-async def over_http(url, token):
+async def over_http(url, token, exercise=exercise):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -155,6 +173,8 @@ def main():
         run = over_stdio(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "http":
         run = over_http(sys.argv[2], sys.argv[3])
+    elif mode == "live":
+        run = over_http(sys.argv[2], sys.argv[3], exercise_live)
     else:
         try:
             asyncio.run(asyncio.wait_for(over_http(sys.argv[2], sys.argv[3]), timeout=120))
