@@ -95,7 +95,14 @@ impl LiveSources {
     pub(crate) async fn tools(&self, incident: &Incident) -> Result<ToolRegistry, McpError> {
         let mut tools = IncidentTools::new(incident.clone());
         tools.logs = self.logs.clone();
-        tools.metrics = self.metrics.clone();
+        // The tools read from the start of time without a `start` argument: a file does not
+        // mind, a server does (Prometheus refuses more than 11,000 points a series).
+        tools.metrics = self.metrics.clone().map(|inner| {
+            Arc::new(WindowedMetrics {
+                inner,
+                window: TimeRange::new(incident.window.start, incident.detected_at),
+            }) as Arc<dyn MetricSource>
+        });
         tools.traces = self.traces.clone();
         tools.output_chars = FULL_OUTPUT_CHARS;
         tools
@@ -186,5 +193,31 @@ impl LiveSources {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(failed)
+    }
+}
+
+/// A metric source whose queries are cut to a window (the live incident's).
+struct WindowedMetrics {
+    inner: Arc<dyn MetricSource>,
+    window: TimeRange,
+}
+
+#[async_trait::async_trait]
+impl MetricSource for WindowedMetrics {
+    async fn samples(
+        &self,
+        query: &rca_core::source::MetricQuery,
+    ) -> Result<rca_core::source::RecordStream<rca_core::source::MetricSample>, rca_core::SourceError>
+    {
+        let mut query = query.clone();
+        query.range = query.range.intersect(&self.window);
+        if query.range.is_empty() {
+            return Ok(Box::pin(futures::stream::empty()));
+        }
+        self.inner.samples(&query).await
+    }
+
+    async fn series(&self) -> Result<Vec<(String, String)>, rca_core::SourceError> {
+        self.inner.series().await
     }
 }
