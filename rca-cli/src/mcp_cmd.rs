@@ -42,7 +42,8 @@ pub struct McpArgs {
     /// Store nothing and serve no resources.
     #[arg(long)]
     pub no_runs: bool,
-    /// A configuration file (models of the diagnosis roles, redaction, budgets).
+    /// A configuration file (models of the diagnosis roles, redaction, budgets). Its
+    /// `[sources.prometheus]`, if any, gives the metrics of the live incident `live`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Read telemetry files that resolve outside their incident directory.
@@ -105,6 +106,12 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     #[cfg(not(feature = "otlp"))]
     let (live, telemetry_routes): (Option<rca_mcp::LiveSources>, Option<axum::Router>) =
         (None, None);
+    let live = with_prometheus(
+        live,
+        &config,
+        Duration::from_secs(args.live_minutes.max(1) * 60),
+        limits.tool_timeout,
+    )?;
     let server = RcaMcp::new(McpServerConfig {
         incidents: args.incidents.clone(),
         runs: (!args.no_runs).then(|| args.runs.clone()),
@@ -160,6 +167,38 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     .await?;
     println!("{}", serde_json::to_string(&stats)?);
     Ok(())
+}
+
+/// The live sources with the metrics of the configuration's `[sources.prometheus]`, if it
+/// names one: alone, or in place of the OTLP buffer's metrics (its logs and traces stay). Each
+/// request to Prometheus is bounded by the client's timeout, at most a tool call's deadline.
+fn with_prometheus(
+    live: Option<rca_mcp::LiveSources>,
+    config: &crate::config::Config,
+    lookback: Duration,
+    tool_timeout: Duration,
+) -> anyhow::Result<Option<rca_mcp::LiveSources>> {
+    use std::sync::Arc;
+
+    use rca_tools::prometheus::{PrometheusConfig, PrometheusSource};
+
+    let Some(p) = &config.sources.prometheus else {
+        return Ok(live);
+    };
+    let mut prometheus = PrometheusConfig::new(p.url.clone());
+    prometheus.component_label = p.component_label.clone();
+    prometheus.timeout_seconds = prometheus
+        .timeout_seconds
+        .min(tool_timeout.as_secs())
+        .max(1);
+    let source = PrometheusSource::new(prometheus)
+        .with_context(|| format!("sources.prometheus: cannot use {}", p.url))?;
+    let mut live = live.unwrap_or_else(|| rca_mcp::LiveSources {
+        lookback,
+        ..rca_mcp::LiveSources::default()
+    });
+    live.metrics = Some(Arc::new(source));
+    Ok(Some(live))
 }
 
 /// A bounded OTLP buffer as live sources, and the OTLP/HTTP routes that fill it.

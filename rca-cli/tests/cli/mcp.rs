@@ -289,3 +289,95 @@ fn otlp_exports_are_diagnosed_live_over_mcp() {
     assert!(s["log_lines"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["top_candidate"], "pricing", "{s}");
 }
+
+/// Whether every test must run (`RCA_REQUIRE_ALL` set to anything but empty or `0`).
+fn require_all() -> bool {
+    std::env::var("RCA_REQUIRE_ALL").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `rca mcp --config` whose `[sources.prometheus]` is the real Prometheus of
+/// `scripts/services.sh start` (svc-a's latency jumps in the last ten minutes of a two-hour
+/// fixture ending ten minutes before it started; svc-b's stays flat): the MCP client lists the
+/// live incident's components and reads svc-a's metrics, the jump flagged.
+#[test]
+fn a_configurations_prometheus_is_served_live() {
+    let vars = (
+        std::env::var("RCA_PROMETHEUS_URL"),
+        std::env::var("RCA_PROMETHEUS_FIXTURE_START"),
+    );
+    let (Ok(url), Ok(start)) = vars else {
+        assert!(
+            !require_all(),
+            "RCA_PROMETHEUS_URL is not set: run `bash scripts/services.sh start` (RCA_REQUIRE_ALL is set)"
+        );
+        eprintln!("skipping: RCA_PROMETHEUS_URL is not set (run `bash scripts/services.sh start`)");
+        return;
+    };
+    let Some(python_path) = mcp_python() else {
+        return;
+    };
+    let start: u64 = start
+        .parse()
+        .expect("RCA_PROMETHEUS_FIXTURE_START is in seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Look back over the whole fixture, however long ago the services started.
+    let minutes = (now.saturating_sub(start) / 60 + 5).to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("rca.toml");
+    std::fs::write(
+        &config,
+        format!("[sources.prometheus]\nurl = \"{url}\"\ncomponent_label = \"instance\"\n"),
+    )
+    .unwrap();
+    let server = Server::start(
+        &tmp.path().join("runs"),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--live-minutes",
+            &minutes,
+            "--allow-unauthenticated-loopback",
+        ],
+    );
+    let s = summary(&client(
+        &python_path,
+        &["live-metrics", &server.url, "-", "svc-a"],
+    ));
+    let components: Vec<&str> = s["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        components.contains(&"svc-a") && components.contains(&"svc-b"),
+        "the fixture's components: {s}"
+    );
+    let text = s["metrics_text"].as_str().unwrap();
+    assert!(
+        text.contains("ANOMALY rca_fixture_latency_seconds"),
+        "{text}"
+    );
+    assert!(text.contains("rca_fixture_requests_total"), "{text}");
+}
+
+/// A `[sources.prometheus]` whose URL is not one stops `rca mcp` with the key and the fix.
+#[test]
+fn a_bad_prometheus_source_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("rca.toml");
+    std::fs::write(&config, "[sources.prometheus]\nurl = \"localhost:9090\"\n").unwrap();
+    let out = super::rca()
+        .current_dir(super::repo_root())
+        .args(["mcp", INCIDENT, "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sources.prometheus.url"), "{stderr}");
+}

@@ -5,6 +5,8 @@
     client.py refused URL TOKEN          the same with a wrong TOKEN (or "-", none): must fail
     client.py live URL TOKEN             the live incident (OTLP exports received): components,
                                          templates and the diagnosis
+    client.py live-metrics URL TOKEN ENTITY  the live incident's components and ENTITY's
+                                         metrics (a configuration's Prometheus)
 
 Lists the tools, checks every input and output schema is a valid JSON Schema, calls each tool
 with arguments that validate against its input schema, validates each result's structured
@@ -145,6 +147,19 @@ async def exercise_live(session):
     }
 
 
+async def exercise_live_metrics(session, entity):
+    await session.initialize()
+    schemas = {t.name: (t.input_schema, t.output_schema) for t in (await session.list_tools()).tools}
+    comps, _ = await call(session, schemas, "list_components", {"incident": "live"})
+    metrics, text = await call(session, schemas, "get_metrics", {"incident": "live", "entity": entity})
+    check(metrics["tool"] == "get_metrics", "get_metrics structured content")
+    return {
+        "components": sorted(c["name"] for c in comps["components"]),
+        "metrics": comps.get("metrics"),
+        "metrics_text": text,
+    }
+
+
 async def over_stdio(rca, incident, runs):
     params = StdioServerParameters(
         command=rca,
@@ -175,6 +190,9 @@ def main():
         run = over_http(sys.argv[2], sys.argv[3])
     elif mode == "live":
         run = over_http(sys.argv[2], sys.argv[3], exercise_live)
+    elif mode == "live-metrics":
+        entity = sys.argv[4]
+        run = over_http(sys.argv[2], sys.argv[3], lambda s: exercise_live_metrics(s, entity))
     else:
         try:
             asyncio.run(asyncio.wait_for(over_http(sys.argv[2], sys.argv[3]), timeout=120))
