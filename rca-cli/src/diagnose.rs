@@ -9,9 +9,7 @@ use rca_agents::orchestra::IncidentTelemetry;
 #[cfg(feature = "sql")]
 use rca_agents::orchestra::pipeline::service_graph;
 use rca_agents::orchestra::{DiagnosisPipeline, Onset, PipelineConfig, RoleModels};
-use rca_agents::report::{
-    ReportBundle, ReportTelemetry, ReportWindows, render_html, render_json, render_markdown,
-};
+use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
 use rca_tools::incident_dir::IncidentDir;
 
 use crate::config::Config;
@@ -107,24 +105,14 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     progress.inc(1);
     // Roles with a model in the config are model-backed (their policies answer when the
     // model fails); the rest are deterministic policies.
-    let models = RoleModels {
-        planner: config.model_for(config.roles.planner.as_ref())?,
-        controller: config.model_for(config.roles.controller.as_ref())?,
-        reasoner: config.model_for(config.roles.reasoner.as_ref())?,
-    };
+    let models = role_models(&config)?;
     if config.roles.explorer.is_some() {
         eprintln!(
             "note: explorers run the telemetry analyzers; `roles.explorer` is used by agents \
              that call tools (rca-agents react), not by this command"
         );
     }
-    let pipeline_config = PipelineConfig {
-        current_minutes,
-        min_modalities,
-        wall_time: Some(std::time::Duration::from_secs(config.budgets.wall_seconds)),
-        taxonomy: config.diagnosis.taxonomy.clone().unwrap_or_default(),
-        ..PipelineConfig::default()
-    };
+    let pipeline_config = pipeline_config(&config, current_minutes, min_modalities);
     #[cfg(feature = "sql")]
     let generated = match &args.generated_tools {
         Some(path) => Some(crate::generated_tools::GeneratedTools::open(path, &loaded)?),
@@ -226,11 +214,8 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What a report shows of a diagnosis of `loaded`: the report, the trajectory and the service
-/// graph, plus what is drawn from the incident's telemetry over the windows the diagnosis
-/// compared (the current window from `onset`, else the incident's onset, else the last
-/// `current_minutes` before the detection time): the evidence chain's metrics and the slowest
-/// trace through the top candidate. `rca diagnose`, `rca react` and `rca flash` build their
+/// What a report shows of a diagnosis of `loaded` (see
+/// [`ReportBundle::of_incident_dir`]); `rca diagnose`, `rca react` and `rca flash` build their
 /// bundles here.
 pub(crate) async fn report_bundle(
     loaded: &IncidentDir,
@@ -240,21 +225,41 @@ pub(crate) async fn report_bundle(
     onset: Option<rca_core::Timestamp>,
     current_minutes: i64,
 ) -> ReportBundle {
-    let windows = ReportWindows::for_incident(
-        &loaded.incident,
+    ReportBundle::of_incident_dir(
+        loaded,
+        report,
+        trajectory,
+        service_graph,
         onset,
-        current_minutes.max(1).saturating_mul(60_000),
-        loaded.baseline,
-    );
-    let telemetry = ReportTelemetry::gather(
-        &report,
-        windows,
-        Some(&loaded.metrics),
-        Some(&loaded.traces),
+        current_minutes,
     )
-    .await;
-    ReportBundle::new(loaded.incident.clone(), report, trajectory, service_graph)
-        .with_telemetry(telemetry)
+    .await
+}
+
+/// The models of the pipeline's roles from the configuration (a role without one runs its
+/// deterministic policy). `rca diagnose` and `rca mcp` share it.
+pub(crate) fn role_models(config: &Config) -> anyhow::Result<RoleModels> {
+    Ok(RoleModels {
+        planner: config.model_for(config.roles.planner.as_ref())?,
+        controller: config.model_for(config.roles.controller.as_ref())?,
+        reasoner: config.model_for(config.roles.reasoner.as_ref())?,
+    })
+}
+
+/// The pipeline's settings from the configuration and the command's overrides. `rca diagnose`
+/// and `rca mcp` share it.
+pub(crate) fn pipeline_config(
+    config: &Config,
+    current_minutes: i64,
+    min_modalities: usize,
+) -> PipelineConfig {
+    PipelineConfig {
+        current_minutes,
+        min_modalities,
+        wall_time: Some(std::time::Duration::from_secs(config.budgets.wall_seconds)),
+        taxonomy: config.diagnosis.taxonomy.clone().unwrap_or_default(),
+        ..PipelineConfig::default()
+    }
 }
 
 /// Loads the configuration file, or the built-in defaults without one.
@@ -336,7 +341,7 @@ impl Outputs<'_> {
 }
 
 /// The format version of the saved trajectory record (`format_version` in the file).
-pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
+pub use rca_agents::report::TRAJECTORY_FORMAT_VERSION;
 
 /// Writes an output file: atomically for a regular file, directly for a device or FIFO,
 /// through a symlink, `-` to stdout (see [`rca_tools::files::write_atomic`]).

@@ -20,12 +20,16 @@ mod generated_tools;
 #[cfg(feature = "sql")]
 mod lifecycle;
 mod logs_cmd;
+#[cfg(feature = "mcp")]
+mod mcp_cmd;
 mod mitigate;
 mod numbers;
 #[cfg(feature = "otlp")]
 mod otlp_cmd;
 mod progress;
 mod react_cmd;
+#[cfg(any(feature = "otlp", feature = "mcp"))]
+mod serving;
 
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
@@ -84,6 +88,10 @@ enum Command {
     #[cfg(feature = "otlp")]
     #[command(subcommand)]
     Otlp(otlp_cmd::OtlpCommand),
+    /// Serve the tools and the diagnosis to any agent host over MCP (Model Context Protocol):
+    /// stdio by default, Streamable HTTP with `--http` (a bearer token required).
+    #[cfg(feature = "mcp")]
+    Mcp(mcp_cmd::McpArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -111,6 +119,8 @@ fn main() -> anyhow::Result<()> {
         Command::Tools(command) => run_async(generated_tools::run(command)),
         #[cfg(feature = "otlp")]
         Command::Otlp(command) => run_async(otlp_cmd::run(command)),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(args) => run_async(mcp_cmd::run(args)),
         #[cfg(feature = "sql")]
         Command::Export(command) => export_cmd::run(command),
         #[cfg(feature = "ballista")]

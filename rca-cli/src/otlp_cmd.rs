@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -44,25 +43,6 @@ pub struct ServeArgs {
     pub listener: Option<PathBuf>,
 }
 
-/// The `[listener]` table of `--listener FILE`.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListenerFile {
-    #[serde(default)]
-    listener: rca_listen::ListenerConfig,
-}
-
-/// Reads `--listener FILE`, its relative paths taken from the file's folder.
-fn listener_config(path: &std::path::Path) -> anyhow::Result<rca_listen::ListenerConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the listener file {}", path.display()))?;
-    let mut config = toml::from_str::<ListenerFile>(&text)
-        .with_context(|| format!("{} is not a [listener] table", path.display()))?
-        .listener;
-    config.resolve_paths(path.parent().unwrap_or(std::path::Path::new(".")));
-    Ok(config)
-}
-
 /// `/v1/*` is `telemetry`; everything else (`/otlp/stats`, `/listener/stats`) `operations`.
 fn route_group(path: &str) -> rca_listen::Access {
     if path.starts_with("/v1/") {
@@ -76,31 +56,6 @@ fn route_group(path: &str) -> rca_listen::Access {
 pub async fn run(command: OtlpCommand) -> anyhow::Result<()> {
     match command {
         OtlpCommand::Serve(args) => serve(args).await,
-    }
-}
-
-async fn stop_signal(for_seconds: Option<u64>) {
-    let deadline = async {
-        match for_seconds {
-            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => std::future::pending().await,
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
-        () = deadline => {}
     }
 }
 
@@ -123,7 +78,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let intake = Arc::new(OtlpIntake::new(Arc::new(sink), limits));
     let config = match &args.listener {
-        Some(path) => listener_config(path)?,
+        Some(path) => crate::serving::listener_config(path)?,
         None => rca_listen::ListenerConfig::default(),
     };
     let guard = rca_listen::Listener::new(&config, args.listen)?;
@@ -141,7 +96,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let routes = guard.protect(routes, route_group);
     guard
         .clone()
-        .serve(socket, routes, stop_signal(args.for_seconds))
+        .serve(
+            socket,
+            routes,
+            crate::serving::stop_signal(args.for_seconds),
+        )
         .await?;
     // The intake's counts, and the listener's under `listener`.
     let mut stats = serde_json::to_value(intake.stats())?;

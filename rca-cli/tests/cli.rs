@@ -52,7 +52,14 @@ fn ci_runs_the_readme_test_command() {
 #[test]
 fn library_crates_deny_missing_docs_and_have_no_stubs() {
     let root = repo_root();
-    for krate in ["rca-core", "rca-llm", "rca-tools", "rca-agents", "rca-eval"] {
+    for krate in [
+        "rca-core",
+        "rca-llm",
+        "rca-tools",
+        "rca-agents",
+        "rca-eval",
+        "rca-mcp",
+    ] {
         let lib = std::fs::read_to_string(root.join(krate).join("src/lib.rs")).unwrap();
         assert!(
             lib.contains("#![deny(missing_docs)]"),
@@ -90,6 +97,7 @@ fn architecture_doc_names_every_crate() {
         "rca-agents",
         "rca-eval",
         "rca-cli",
+        "rca-mcp",
     ] {
         assert!(
             arch.contains(krate),
@@ -458,6 +466,10 @@ pub(crate) fn export(incident: &Path, out: &Path) -> String {
 #[cfg(feature = "otlp")]
 #[path = "cli/otlp.rs"]
 mod otlp;
+
+#[cfg(feature = "mcp")]
+#[path = "cli/mcp.rs"]
+mod mcp;
 
 #[path = "cli/tidy_docs.rs"]
 mod tidy_docs;

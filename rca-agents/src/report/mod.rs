@@ -77,7 +77,42 @@ impl ReportBundle {
         self.slowest_trace = telemetry.slowest_trace;
         self
     }
+
+    /// What a report shows of a diagnosis of `loaded`: the report, the trajectory and the
+    /// service graph, plus what is drawn from the incident's telemetry over the windows the
+    /// diagnosis compared (the current window from `onset`, else the incident's onset, else the
+    /// last `current_minutes` before the detection time): the evidence chain's metrics and the
+    /// slowest trace through the top candidate. `rca diagnose`, `rca react`, `rca flash` and
+    /// the MCP server's `diagnose` build their bundles here.
+    pub async fn of_incident_dir(
+        loaded: &rca_tools::incident_dir::IncidentDir,
+        report: DiagnosisReport,
+        trajectory: Trajectory,
+        service_graph: Vec<(String, String)>,
+        onset: Option<rca_core::Timestamp>,
+        current_minutes: i64,
+    ) -> ReportBundle {
+        let windows = ReportWindows::for_incident(
+            &loaded.incident,
+            onset,
+            current_minutes.max(1).saturating_mul(60_000),
+            loaded.baseline,
+        );
+        let telemetry = ReportTelemetry::gather(
+            &report,
+            windows,
+            Some(&loaded.metrics),
+            Some(&loaded.traces),
+        )
+        .await;
+        ReportBundle::new(loaded.incident.clone(), report, trajectory, service_graph)
+            .with_telemetry(telemetry)
+    }
 }
+
+/// The format version of a saved trajectory record (`format_version` in the
+/// `trajectory.json` that `rca diagnose` and the MCP server's `diagnose` write).
+pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
 
 /// The JSON schema of [`DiagnosisReport`], as published in `docs/report.schema.json`.
 pub fn report_schema() -> serde_json::Value {

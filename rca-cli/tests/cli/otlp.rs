@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// The PYTHONPATH of the SDK, installed on first use; `None` (skip) when it cannot be
 /// installed and `RCA_REQUIRE_ALL` is unset.
-fn otel_python() -> Option<String> {
+pub(super) fn otel_python() -> Option<String> {
     let out = Command::new("bash")
         .arg(super::repo_root().join("scripts/fetch-otel.sh"))
         .output()
@@ -125,7 +125,7 @@ fn shop(python_path: &str, base: &str, faulty: &str, mode: &str) -> Value {
 }
 
 /// [`shop`] with more environment (the SDK's `OTEL_EXPORTER_OTLP_*` settings).
-fn shop_with(
+pub(super) fn shop_with(
     python_path: &str,
     base: &str,
     faulty: &str,
