@@ -737,6 +737,13 @@ fn check_recordings(dir: &Path, sha256: &str, at_least: usize) {
                 "{}: every turn carries the server's counts",
                 path.display()
             );
+            let served = e.response.served.as_ref();
+            assert!(
+                served.is_some_and(|s| s.id.as_deref().is_some_and(|id| !id.is_empty())
+                    && s.created.is_some_and(|t| t > 1_600_000_000)),
+                "{}: every turn keeps the server's response id and creation time",
+                path.display()
+            );
         }
         seen += 1;
     }
@@ -771,6 +778,43 @@ fn agents_replay_from_the_recorded_real_model() {
             "replayed output is labelled as a replay: {r}"
         );
         assert!(r["model_calls"].as_u64().unwrap() > 0, "{r}");
+    }
+    // The committed table follows from the recordings: every replayed row is in the
+    // `agents-real-model` section, all but its seconds (replay time).
+    let docs = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap();
+    let section = docs
+        .split("<!-- BEGIN agents-real-model -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- END agents-real-model -->").next())
+        .unwrap();
+    for r in &runs {
+        let n = |k: &str| r[k].as_u64().unwrap();
+        let calls = n("model_calls");
+        let rate = if calls == 0 {
+            0.0
+        } else {
+            100.0 * n("invalid_turns") as f64 / calls as f64
+        };
+        let row = format!(
+            "| {} | {} | {} | {} | {} | {} ({:.0}%; {}) | {} | {} | {} | {} | ",
+            r["agent"].as_str().unwrap(),
+            r["data"].as_str().unwrap(),
+            r["outcome"].as_str().unwrap().replace('|', "/"),
+            n("steps"),
+            calls,
+            n("invalid_turns"),
+            rate,
+            n("repairable_turns"),
+            n("regenerations"),
+            n("truncated_turns"),
+            n("prompt_tokens"),
+            n("completion_tokens"),
+        );
+        assert!(
+            section.contains(&row),
+            "the committed agents-real-model table lacks the replayed row {row}: rewrite it with \
+             rca bench agents --replay {RECORDINGS} --write-docs docs/benchmarks.md"
+        );
     }
 }
 
