@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
+use rca_core::testing::require_all;
 use serde_json::Value;
 
 const INCIDENT: &str = "examples/incidents/trainticket-cpu";
@@ -28,7 +29,7 @@ fn mcp_python() -> Option<String> {
         _ => {
             let why = String::from_utf8_lossy(&out.stderr);
             assert!(
-                std::env::var_os("RCA_REQUIRE_ALL").is_none(),
+                !require_all(),
                 "the MCP Python SDK could not be installed (RCA_REQUIRE_ALL is set): {why}"
             );
             eprintln!("skipping: the MCP Python SDK could not be installed: {why}");
@@ -288,11 +289,6 @@ fn otlp_exports_are_diagnosed_live_over_mcp() {
     );
     assert!(s["log_lines"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["top_candidate"], "pricing", "{s}");
-}
-
-/// Whether every test must run (`RCA_REQUIRE_ALL` set to anything but empty or `0`).
-fn require_all() -> bool {
-    std::env::var("RCA_REQUIRE_ALL").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 /// `rca mcp --config` whose `[sources.prometheus]` is the real Prometheus of
