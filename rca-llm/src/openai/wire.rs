@@ -794,7 +794,10 @@ mod tests {
         // What proves the server answered is kept: its id, creation time and fingerprint.
         let raw = r#"{"id":"chatcmpl-7","created":1765000000,"system_fingerprint":"b1-x",
             "choices":[{"message":{"content":"ok"}}]}"#;
-        let served = parse_response(&req, "fallback", raw).unwrap().served.unwrap();
+        let served = parse_response(&req, "fallback", raw)
+            .unwrap()
+            .served
+            .unwrap();
         assert_eq!(served.id.as_deref(), Some("chatcmpl-7"));
         assert_eq!(served.created, Some(1_765_000_000));
         assert_eq!(served.system_fingerprint.as_deref(), Some("b1-x"));
