@@ -10,6 +10,30 @@ fn rca() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rca"))
 }
 
+/// The PYTHONPATH a project script (`scripts/fetch-*.sh`) prints after installing `what` on
+/// first use; `None` (the test skips) when it cannot be installed and `RCA_REQUIRE_ALL` is
+/// unset.
+#[cfg(any(feature = "otlp", feature = "mcp"))]
+fn python_packages(script: &str, what: &str) -> Option<String> {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts").join(script))
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().find_map(|l| l.strip_prefix("PYTHONPATH=")) {
+        Some(p) if out.status.success() => Some(p.to_string()),
+        _ => {
+            let why = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !rca_core::testing::require_all(),
+                "{what} could not be installed (RCA_REQUIRE_ALL is set): {why}"
+            );
+            eprintln!("skipping: {what} could not be installed: {why}");
+            None
+        }
+    }
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }

@@ -257,12 +257,7 @@ impl RcaMcp {
         };
         // Redacted before anything is stored or shown.
         let text = self.redact(&out.text);
-        let observation = self
-            .shared
-            .obsk
-            .observe(&text)
-            .await
-            .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
+        let observation = show(&self.shared.obsk, &text).await?;
         let max = self.shared.limits.max_list_items;
         let mut evidence = out.evidence;
         let evidence_left_out = evidence.len().saturating_sub(max);
@@ -375,11 +370,7 @@ impl RcaMcp {
             },
             None => None,
         };
-        let shown = shared
-            .obsk
-            .observe(&markdown)
-            .await
-            .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
+        let shown = show(&shared.obsk, &markdown).await?;
         let output = DiagnoseOutput {
             incident: target.name().to_string(),
             report: run.report.clone(),
@@ -517,12 +508,7 @@ impl RcaMcp {
             edges,
             cut,
         };
-        let shown = self
-            .shared
-            .obsk
-            .observe(&text)
-            .await
-            .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
+        let shown = show(&self.shared.obsk, &text).await?;
         self.structured(shown.text, output)
     }
 
@@ -610,12 +596,7 @@ impl RcaMcp {
         for t in &templates {
             text.push_str(&format!("{:>8}  {}\n", t.count, t.template));
         }
-        let shown = self
-            .shared
-            .obsk
-            .observe(&text)
-            .await
-            .map_err(|e| McpError::failed(format!("snapshot store: {e}")))?;
+        let shown = show(&self.shared.obsk, &text).await?;
         let output = TemplatesOutput {
             incident: target.name().to_string(),
             entity: args.entity,
@@ -720,6 +701,14 @@ struct LiveCall {
     live: LiveSources,
     incident: Incident,
     tools: ToolRegistry,
+}
+
+/// `text` as the client sees it: whole when short, else its head and the snapshot key that
+/// reads the rest (the ReAct loop's observation rule).
+async fn show(obsk: &Obsk, text: &str) -> Result<rca_core::trajectory::Observation, McpError> {
+    obsk.observe(text)
+        .await
+        .map_err(|e| McpError::failed(format!("snapshot store: {e}")))
 }
 
 impl Target {

@@ -16,26 +16,10 @@ use serde_json::Value;
 
 const INCIDENT: &str = "examples/incidents/trainticket-cpu";
 
-/// The PYTHONPATH of the SDK, installed on first use; `None` (skip) when it cannot be
+/// The PYTHONPATH of the MCP Python SDK, installed on first use; `None` (skip) when it cannot be
 /// installed and `RCA_REQUIRE_ALL` is unset.
 fn mcp_python() -> Option<String> {
-    let out = Command::new("bash")
-        .arg(super::repo_root().join("scripts/fetch-mcp.sh"))
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().find_map(|l| l.strip_prefix("PYTHONPATH=")) {
-        Some(p) if out.status.success() => Some(p.to_string()),
-        _ => {
-            let why = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                !require_all(),
-                "the MCP Python SDK could not be installed (RCA_REQUIRE_ALL is set): {why}"
-            );
-            eprintln!("skipping: the MCP Python SDK could not be installed: {why}");
-            None
-        }
-    }
+    super::python_packages("fetch-mcp.sh", "the MCP Python SDK")
 }
 
 fn client(python_path: &str, args: &[&str]) -> Output {

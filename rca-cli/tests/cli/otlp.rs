@@ -11,26 +11,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// The PYTHONPATH of the SDK, installed on first use; `None` (skip) when it cannot be
+/// The PYTHONPATH of the OpenTelemetry SDK, installed on first use; `None` (skip) when it cannot be
 /// installed and `RCA_REQUIRE_ALL` is unset.
 pub(super) fn otel_python() -> Option<String> {
-    let out = Command::new("bash")
-        .arg(super::repo_root().join("scripts/fetch-otel.sh"))
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().find_map(|l| l.strip_prefix("PYTHONPATH=")) {
-        Some(p) if out.status.success() => Some(p.to_string()),
-        _ => {
-            let why = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                !rca_core::testing::require_all(),
-                "the OpenTelemetry SDK could not be installed (RCA_REQUIRE_ALL is set): {why}"
-            );
-            eprintln!("skipping: the OpenTelemetry SDK could not be installed: {why}");
-            None
-        }
-    }
+    super::python_packages("fetch-otel.sh", "the OpenTelemetry SDK")
 }
 
 /// `rca otlp serve DIR` on a free port: the child and its base URL.

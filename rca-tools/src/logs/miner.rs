@@ -1086,29 +1086,11 @@ impl OnlineMiner {
     /// Serialises the state (templates, statistics, cache, families) as JSON with a format
     /// version.
     pub fn save(&self) -> Result<String, LogsError> {
-        let mut cache: Vec<(u64, u32)> = self.cache.iter().map(|(&k, &v)| (k, v)).collect();
-        cache.sort_unstable();
-        let mut families: Vec<(u64, Vec<u32>)> =
-            self.families.iter().map(|(&k, v)| (k, v.clone())).collect();
-        families.sort_unstable();
-        let mut positions: Vec<(u64, Vec<u64>)> = self
-            .positions
-            .iter()
-            .map(|(&k, v)| (k, v.clone()))
-            .collect();
-        positions.sort_unstable();
-        let mut skeletons: Vec<(u64, Vec<u32>)> = self
-            .skeletons
-            .iter()
-            .map(|(&k, v)| (k, v.clone()))
-            .collect();
-        skeletons.sort_unstable();
-        let mut skeleton_families: Vec<(u64, Vec<RunEntry>)> = self
-            .skeleton_families
-            .iter()
-            .map(|(&k, v)| (k, v.clone()))
-            .collect();
-        skeleton_families.sort_unstable_by_key(|(k, _)| *k);
+        let cache = sorted_entries(&self.cache);
+        let families = sorted_entries(&self.families);
+        let positions = sorted_entries(&self.positions);
+        let skeletons = sorted_entries(&self.skeletons);
+        let skeleton_families = sorted_entries(&self.skeleton_families);
         let state = MinerState {
             version: STATE_VERSION,
             config: self.config.clone(),
@@ -1274,6 +1256,14 @@ impl TemplateMiner for OnlineMiner {
             .map(|(t, _)| content[t.start as usize..t.end as usize].to_string())
             .collect()
     }
+}
+
+/// A map's entries ordered by key (keys are unique), so saved state does not depend on the
+/// map's iteration order.
+fn sorted_entries<V: Clone>(map: &FxHashMap<u64, V>) -> Vec<(u64, V)> {
+    let mut entries: Vec<(u64, V)> = map.iter().map(|(&k, v)| (k, v.clone())).collect();
+    entries.sort_unstable_by_key(|(k, _)| *k);
+    entries
 }
 
 #[cfg(test)]
