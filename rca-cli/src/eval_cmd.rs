@@ -1,11 +1,14 @@
 //! `rca eval loghub DIR --formats FILE [--extra DIR2] [--write-docs docs/benchmarks.md]`, and
-//! `rca eval loghub-grammar --out DIR` (the generated development set).
+//! `rca eval loghub-grammar --out DIR` (the generated development set), and
+//! `rca eval grouping --lines FILE --truth NAME=FILE --predicted NAME=FILE` (any miner's groups
+//! scored on a labelled input).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use rca_eval::loghub::crossval::{default_grid, leave_one_out_observed};
+use rca_eval::loghub::labelled::{GroupingTable, read_values};
 use rca_eval::loghub::{
     LoghubReport, SystemData, default_config, grammar, load_folder, parse_formats,
     trivial_grouping_ga, without_join,
@@ -28,6 +31,34 @@ enum EvalCommand {
     LoghubGrammar(LoghubGrammarArgs),
     /// Rank root-cause pods on the Nezha TrainTicket data and score service-level AS@k.
     Nezha(crate::eval_nezha::NezhaArgs),
+    /// Grouping accuracy of any miner's groups (one group id a line, e.g. Drain3's cluster
+    /// ids) on a labelled input, beside the trivial grouper (token count and first token).
+    Grouping(GroupingArgs),
+}
+
+#[derive(Debug, Args)]
+struct GroupingArgs {
+    /// The input lines (the trivial grouper reads them).
+    #[arg(long)]
+    lines: PathBuf,
+    /// `NAME=FILE`: the true group of each line, one a line. Repeatable: one GA column each.
+    #[arg(long, value_parser = parse_named_path, required = true)]
+    truth: Vec<(String, PathBuf)>,
+    /// `NAME=FILE`: a miner's group of each line, one a line. Repeatable; rows keep this order.
+    #[arg(long, value_parser = parse_named_path)]
+    predicted: Vec<(String, PathBuf)>,
+    /// Print JSON instead of a Markdown table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_named_path(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.trim().is_empty() && !path.is_empty() => {
+            Ok((name.trim().to_string(), PathBuf::from(path)))
+        }
+        _ => Err(format!("expected NAME=FILE, got {s:?}")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -82,7 +113,24 @@ pub fn run(args: EvalArgs) -> Result<()> {
             Ok(())
         }
         EvalCommand::Nezha(a) => crate::eval_nezha::run(a),
+        EvalCommand::Grouping(a) => grouping(a),
     }
+}
+
+fn grouping(a: GroupingArgs) -> Result<()> {
+    let lines = read_values(&a.lines)?;
+    let named = |list: &[(String, PathBuf)]| {
+        list.iter()
+            .map(|(name, path)| Ok((name.clone(), read_values(path)?)))
+            .collect::<Result<Vec<_>>>()
+    };
+    let table = GroupingTable::score(&lines, &named(&a.truth)?, &named(&a.predicted)?)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&table)?);
+    } else {
+        print!("{}", table.markdown());
+    }
+    Ok(())
 }
 
 fn loghub(a: LoghubArgs) -> Result<()> {

@@ -16,6 +16,7 @@ use rca_core::logs::{TemplateId, TemplateMiner};
 
 pub mod crossval;
 pub mod grammar;
+pub mod labelled;
 pub mod metrics;
 
 pub use metrics::{LabelScores, Labels, grouping_accuracy, normalize_template, parsing_accuracy};
@@ -170,15 +171,7 @@ impl SystemData {
 /// have the same number of whitespace-separated tokens and the same first token (the first
 /// two levels of a Drain tree, with no similarity test). The floor a miner must beat.
 pub fn trivial_grouping_ga(system: &SystemData) -> f64 {
-    let keys: Vec<(usize, &str)> = system
-        .contents
-        .iter()
-        .map(|c| {
-            let mut tokens = c.split_whitespace();
-            let first = tokens.next().unwrap_or("");
-            (1 + tokens.count(), first)
-        })
-        .collect();
+    let keys = labelled::trivial_keys(system.contents.iter().map(String::as_str));
     metrics::grouping_accuracy(&keys, &system.original.groups)
 }
 
