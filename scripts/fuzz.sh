@@ -70,8 +70,10 @@ echo "$table"
 if [ -n "${WRITE_DOCS:-}" ]; then
   body="### Fuzzing the parsers
 
-Coverage-guided (cargo-fuzz, libFuzzer) from the bad-input corpus, on this machine; a crash
-is an input that panicked, overflowed, ran past 10 s or past 2 GB.
+Measures how the parsers hold under generated input. No trivial baseline applies: the goal
+is absolute (no crash), and every crash is a defect to fix. Coverage-guided (cargo-fuzz,
+libFuzzer) from the bad-input corpus, on this machine; a crash is an input that panicked,
+overflowed, ran past 10 s or past 2 GB.
 
 $table"
   python3 benches/compare/write_section.py "$WRITE_DOCS" fuzz \

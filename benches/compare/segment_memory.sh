@@ -74,6 +74,8 @@ echo "$RESULT"
 if [[ -n "${WRITE_DOCS:-}" ]]; then
   BODY="### Peak memory of segmentation and template mining on 1M lines
 
+Measures the peak memory of both commands against the goal (under 200 MB). Baseline: the one-template input, the least state either command can hold, in the same table.
+
 \`\`\`
 $RESULT
 \`\`\`

@@ -7,6 +7,11 @@ import os
 import sys
 
 path, name, cmd, body = sys.argv[1:]
+# The rule of docs/benchmarks.md, as rca_eval::docs::standing_of checks it.
+if not any(w in body for w in ("Measures", "Demonstrates", "demonstration", "demonstrates")) \
+        or "baseline" not in body.lower():
+    sys.exit(f"section {name}: the body must say whether it measures or demonstrates, "
+             "and which baseline it beats (or why none applies)")
 begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
 section = f"{begin}\n_Written by `{cmd}`._\n\n{body}\n{end}"
 text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"

@@ -166,7 +166,10 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
             ),
         };
         let body = format!(
-            "Every agent end to end on the local Gemma 3 270M base model (Q4_K_M) served by \
+            "Demonstrates that every agent runs end to end on a real model; it claims no \
+             accuracy, so no trivial baseline applies: what can fail is an invariant (the last \
+             column) and what is measured are the counts. \
+             Every agent end to end on the local Gemma 3 270M base model (Q4_K_M) served by \
              llama-cpp-python on 2 cores ({source}). Budgets: {} steps, {} tokens a turn, {} s \
              a run; temperature 0, seed {}. The answers are not the point (a 270M base model \
              rarely follows instructions); the invariants and the counts are.\n\n{table}",

@@ -501,7 +501,9 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         ));
     }
     table.push_str(
-        "\nLoopback bytes: what the loopback interface received during the run, from every \
+        "\nMeasures the distributed queries against the same queries in one process on the \
+         same machine. Baseline: the `local (one process)` row. \
+         Loopback bytes: what the loopback interface received during the run, from every \
          process on the machine (task control, shuffle, results, and anything else running). \
          Shuffle bytes: the files the executors wrote between stages, which is what the other \
          stages fetch: partial aggregates, so templates and counts, never lines. Each executor \

@@ -507,7 +507,19 @@ async fn agent_bench(b: AgentBenchArgs) -> anyhow::Result<()> {
                 "{k} generated scenarios (seed {}). A demonstration of the mechanism, not of generalisation: the generator and the hypothesis families were written by the same team on the same manifest model (docs/guides/stratus.md); the trivial baseline is in the table.",
                 b.seed
             ),
-            None => format!("{} scenario files.", scenarios.len()),
+            None if b.model => format!(
+                "{} scenario files. Demonstrates that the agents run on a real model (a 270M \
+                 base model mitigates little; the point is that each role's turns are the \
+                 model's and the transactions hold). Baseline: `baseline-newest-change` (and the \
+                 deterministic agents) on the same scenarios, in the same table.",
+                scenarios.len()
+            ),
+            None => format!(
+                "{} scenario files. Measures the agents on scenarios in the files' folder (see \
+                 docs/guides/stratus.md for who wrote which set). Baseline: \
+                 `baseline-newest-change`, in the same table.",
+                scenarios.len()
+            ),
         };
         let body = format!(
             "## STRATUS agents on the scenarios of `{label}`{}\n\n{what}{provenance}\n\n{}",
@@ -549,7 +561,8 @@ async fn demo(b: BenchArgs) -> anyhow::Result<()> {
             path.display()
         );
         let body = format!(
-            "## STRATUS: Transactional No-Regression, a fixed-odds demonstration\n\n{}",
+            "## STRATUS: Transactional No-Regression, a fixed-odds demonstration\n\n\
+             Baseline: `no_retry` (one attempt, no undo), in the same table.\n\n{}",
             report.markdown()
         );
         rca_eval::docs::write_section(&path, "stratus-tnr-ablation", &command, &body)?;

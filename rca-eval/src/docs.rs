@@ -18,6 +18,17 @@ pub enum DocsError {
         /// What happened.
         message: String,
     },
+    /// The body does not say what it is: fix the benchmark's text (see [`standing_of`]).
+    #[error(
+        "section `{section}` does not say whether it measures or demonstrates, or which \
+         baseline it beats: {missing}"
+    )]
+    Unstated {
+        /// The section.
+        section: String,
+        /// What is missing.
+        missing: String,
+    },
     /// The file has a BEGIN marker without its END marker.
     #[error("{path}: section `{section}` has a BEGIN marker but no END marker")]
     Unbalanced {
@@ -32,6 +43,10 @@ pub enum DocsError {
 /// atomically (a temporary file renamed over the original). `command` is the command line
 /// that produced the body; it is printed above it so anyone can rerun it.
 pub fn write_section(path: &Path, name: &str, command: &str, body: &str) -> Result<(), DocsError> {
+    standing_of(body).map_err(|missing| DocsError::Unstated {
+        section: name.to_string(),
+        missing,
+    })?;
     let io = |e: std::io::Error| DocsError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -54,6 +69,25 @@ pub fn write_section(path: &Path, name: &str, command: &str, body: &str) -> Resu
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     rca_tools::files::write_atomic(path, updated.as_bytes()).map_err(io)
+}
+
+/// Whether a section's body states its standing, as docs/benchmarks.md's rule asks: that it
+/// *measures* (a figure that can come out badly) or *demonstrates* a mechanism (a result that
+/// follows from how the benchmark was built), and which trivial baseline it beats (or why
+/// none applies), both in words a reader finds. `Err` says what is missing.
+pub fn standing_of(body: &str) -> Result<(), String> {
+    let verdict = ["Measures", "Demonstrates", "demonstration", "demonstrates"]
+        .iter()
+        .any(|w| body.contains(w));
+    let baseline = body.to_lowercase().contains("baseline");
+    match (verdict, baseline) {
+        (true, true) => Ok(()),
+        (false, true) => Err("no \"Measures\" or \"Demonstrates\"".to_string()),
+        (true, false) => Err("no baseline named".to_string()),
+        (false, false) => {
+            Err("no \"Measures\" or \"Demonstrates\", and no baseline named".to_string())
+        }
+    }
 }
 
 /// The text with section `name` replaced or appended; `None` when its markers are unbalanced.
@@ -98,11 +132,24 @@ mod tests {
     fn writes_file_atomically() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("docs/benchmarks.md");
-        write_section(&p, "s", "rca s", "| a |").unwrap();
-        write_section(&p, "s", "rca s", "| b |").unwrap();
+        let said = "Measures x. Baseline: y.\n\n";
+        write_section(&p, "s", "rca s", &format!("{said}| a |")).unwrap();
+        write_section(&p, "s", "rca s", &format!("{said}| b |")).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(
             text.starts_with("# Benchmarks") && text.contains("| b |") && !text.contains("| a |")
         );
+    }
+
+    #[test]
+    fn a_body_that_does_not_state_its_standing_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b.md");
+        let err = write_section(&p, "s", "rca s", "| a |").unwrap_err();
+        assert!(matches!(err, DocsError::Unstated { .. }), "{err}");
+        assert!(standing_of("Measures x.").is_err());
+        assert!(standing_of("The trivial baseline is y.").is_err());
+        assert!(standing_of("Demonstrates x; no trivial baseline applies.").is_ok());
+        assert!(!p.exists(), "nothing written");
     }
 }

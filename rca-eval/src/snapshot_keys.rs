@@ -191,7 +191,10 @@ pub async fn measure_incident(
 /// The Markdown table of `rows`, with the total ratio.
 pub fn markdown(rows: &[ObskRow], driver: &str) -> String {
     let mut out = format!(
-        "Observation snapshot keys on the bundled real incidents with the real tools (tool \
+        "Measures the prompt tokens snapshot keys save on real incidents and real tool \
+         outputs (the driving policy is deterministic). Baseline: the same runs with full \
+         observations (the `full` columns). \
+         Observation snapshot keys on the bundled real incidents with the real tools (tool \
          outputs up to {FULL_OUTPUT_CHARS} characters, head {HEAD_CHARS} characters), driven by \
          `{driver}`.\n\n\
          | incident | steps (OBSK / full) | prompt tokens with OBSK | prompt tokens with full observations | ratio | expert calls given a key | tool output characters | outcome with OBSK / full |\n\

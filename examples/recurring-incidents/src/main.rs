@@ -236,7 +236,9 @@ async fn main() -> Result<(), Error> {
                     );
                     let file = std::env::var("RCA_LLM_MODEL_FILE").unwrap_or_default();
                     let body = format!(
-                        "The same measurement with a real model driving FLASH: `{}` (file \
+                        "Demonstrates that FLASH's loop runs on a real model (it measures \
+                         nothing a strong model would reach); the trivial row is the baseline \
+                         of the suite's tables. The same measurement with a real model driving FLASH: `{}` (file \
                          `{}`, served by `scripts/services.sh start-llm`), the first {} \
                          cases of the day in time order, each under its own type's guide \
                          (the model reads the status, plans and decides; the rules supervise), \
@@ -263,7 +265,10 @@ async fn main() -> Result<(), Error> {
                         "cargo run -p example-recurring-incidents -- eval-nezha {data} --learn --write-docs {path}"
                     );
                     let body = format!(
-                        "The suite's guides on the Nezha cases in time order (deterministic \
+                        "Measures, in-sample (the guides were written on this day's data), \
+                         what hindsight adds; the trivial row names the day's most common fault \
+                         type for the given pod, the baseline the guides must beat. \
+                         The suite's guides on the Nezha cases in time order (deterministic \
                          policy, live tools, the alert names the pod), without hindsight and \
                          with the lessons `RuleReviewer` collected from the failed runs (under \
                          any guide) of the cases before, the Nezha fault list being the host's \
@@ -313,7 +318,10 @@ async fn main() -> Result<(), Error> {
                     "cargo run -p example-recurring-incidents -- eval-nezha {data} --write-docs {path}"
                 );
                 let body = format!(
-                    "FLASH recurring-incident guides (`examples/recurring-incidents`) on every Nezha \
+                    "Measures, in-sample (the guides and their triggers were written on this \
+                     day's data); the trivial row names the day's most common fault type for \
+                     the given pod and for the entry point, the baseline both jobs must beat. \
+                     FLASH recurring-incident guides (`examples/recurring-incidents`) on every Nezha \
                      case of a type they cover (alert protocol), deterministic policy, live \
                      tools. *Pod and guide given*: the alert names the injected pod and each \
                      guide runs on it; the case is solved when its type's guide names the fault \

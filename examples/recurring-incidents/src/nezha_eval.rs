@@ -54,6 +54,31 @@ pub struct EvalCase {
     pub full_job_answer: Option<String>,
     /// Whether the answer names the fault type and the pod.
     pub full_job_right: bool,
+    /// The full job's entry point (the component its alert names).
+    pub full_job_entry_point: Option<String>,
+}
+
+/// The fault type most cases have, and how many have it (ties: the first in name order).
+fn most_common_type(cases: &[EvalCase]) -> Option<(&str, usize)> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in cases {
+        *counts.entry(c.fault_type.as_str()).or_default() += 1;
+    }
+    counts.into_iter().fold(None, |best, (t, n)| match best {
+        Some((_, m)) if m >= n => best,
+        _ => Some((t, n)),
+    })
+}
+
+/// The trivial answer's successes: the most common fault type named for the given pod, and
+/// for the full job's entry point (right only where the entry point is the injected pod).
+fn trivial_solved(cases: &[EvalCase]) -> Option<(&str, usize, usize)> {
+    let (t, n) = most_common_type(cases)?;
+    let at_entry = cases
+        .iter()
+        .filter(|c| c.fault_type == t && c.full_job_entry_point.as_deref() == Some(&c.pod))
+        .count();
+    Some((t, n, at_entry))
 }
 
 fn err(e: impl std::fmt::Display) -> SuiteError {
@@ -213,6 +238,7 @@ pub async fn evaluate(
                 full_job_guide: full.guide,
                 full_job_component: full.component,
                 full_job_answer: full.answer,
+                full_job_entry_point: full.entry_point,
             });
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -224,6 +250,7 @@ pub async fn evaluate(
 #[derive(Debug, Default)]
 struct FullJob {
     alert: Option<String>,
+    entry_point: Option<String>,
     guide: Option<String>,
     component: Option<String>,
     answer: Option<String>,
@@ -253,6 +280,7 @@ async fn full_job(
     let agent = FlashAgent::new(Arc::new(RulePolicy), tools);
     let run = run_triaged(&agent, &incident, &alert.summary, triage, catalog, facts).await?;
     Ok(FullJob {
+        entry_point: Some(alert.entry_point.clone()),
         alert: Some(alert.summary),
         guide: run.guide().map(str::to_string),
         component: run
@@ -300,6 +328,12 @@ pub fn markdown_table(cases: &[EvalCase]) -> String {
             v[0], v[1], v[2], v[3], v[4], v[5]
         ));
     }
+    if let Some((t, given, entry)) = trivial_solved(cases) {
+        out.push_str(&format!(
+            "| trivial: `{t}` (the most common type) named for the given pod / the entry point | {} | {given} | {entry} | - | - | - |\n",
+            total[0]
+        ));
+    }
     out
 }
 
@@ -321,6 +355,12 @@ pub fn hindsight_table(cold: &[EvalCase], learned: &[EvalCase]) -> String {
     let all = by_type.remove("all");
     for (t, (n, cold, learned)) in by_type.into_iter().chain(all.map(|v| ("all".into(), v))) {
         out.push_str(&format!("| {t} | {n} | {cold} | {learned} |\n"));
+    }
+    if let Some((t, given, _)) = trivial_solved(cold) {
+        out.push_str(&format!(
+            "| trivial: `{t}` (the most common type) named for the given pod | {} | {given} | {given} |\n",
+            cold.len()
+        ));
     }
     let offered = learned.last().map_or(0, |c| c.lessons_before);
     out.push_str(&format!(
@@ -352,6 +392,7 @@ mod tests {
             full_job_component: right.then(|| "p".to_string()),
             full_job_answer: None,
             full_job_right: right && wrong,
+            full_job_entry_point: Some(if wrong { "p" } else { "q" }.to_string()),
         };
         let table = markdown_table(&[
             case("return", true, false),
@@ -367,6 +408,11 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("| all | 3 | 2 | 1 | 3 | 2 | 2 |"), "{table}");
+        // Two of three are `return`; one of those two alerts at the injected pod.
+        assert!(
+            table.contains("| trivial: `return` (the most common type) named for the given pod / the entry point | 3 | 2 | 1 |"),
+            "{table}"
+        );
         let cold = [case("return", false, false), case("return", true, false)];
         let mut learned = [case("return", true, false), case("return", true, false)];
         learned[1].lessons_before = 1;
@@ -374,5 +420,9 @@ mod tests {
         assert!(compared.contains("| return | 2 | 1 | 2 |"), "{compared}");
         assert!(compared.contains("| all | 2 | 1 | 2 |"), "{compared}");
         assert!(compared.contains("offered 1 lesson"), "{compared}");
+        assert!(
+            compared.contains("named for the given pod | 2 | 2 | 2 |"),
+            "{compared}"
+        );
     }
 }

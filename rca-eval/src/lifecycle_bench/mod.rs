@@ -197,7 +197,8 @@ impl LifecycleBenchReport {
         ));
         out.push_str(
             "\n**What these figures follow from.** This table demonstrates the mechanism; it \
-             measures nothing about reuse in the field. The reuse rate follows from how the \
+             measures nothing about reuse in the field. Baseline: the cold run (no inventory: \
+             every sub-task generates its tool). The reuse rate follows from how the \
              benchmark is built: each modality's sub-tasks are drawn from a few fixed \
              phrasings, and the template roles make one tool per modality, so once warm-up has \
              stored those tools almost every later sub-task matches one. The fault column is \

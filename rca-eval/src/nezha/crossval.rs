@@ -146,6 +146,9 @@ pub struct NezhaCrossValidation {
     pub by_type_as1: f64,
     /// AS@3 likewise.
     pub by_type_as3: f64,
+    /// The trivial ranking's AS@1 and AS@3 on the same cases ([`super::loudest_pods`]; no
+    /// setting to choose).
+    pub loudest: (f64, f64),
 }
 
 /// Each fold scored under the setting chosen on the others: the folds, and AS@1 and AS@3
@@ -271,7 +274,15 @@ pub fn cross_validate(
         })
         .collect();
     let best_cases: Vec<&CaseResult> = results[best].iter().collect();
+    let loudest_share = |k: usize| {
+        default
+            .iter()
+            .filter(|c| c.loudest_rank.is_some_and(|r| r <= k))
+            .count() as f64
+            / default.len().max(1) as f64
+    };
     Ok(NezhaCrossValidation {
+        loudest: (loudest_share(1), loudest_share(3)),
         k,
         settings: grid.len(),
         cases: n,
@@ -296,14 +307,16 @@ impl NezhaCrossValidation {
     /// The result as Markdown: the summary line and one row per fold.
     pub fn to_markdown(&self) -> String {
         let mut out = format!(
-            "{}-fold cross-validation over {} cases (contiguous folds in time order), {} \
+            "{}\n\n{}-fold cross-validation over {} cases (contiguous folds in time order), {} \
              settings searched.\n\n\
              | | AS@1 | AS@3 |\n|---|---|---|\n\
              | default setting, in-sample | {:.3} | {:.3} |\n\
              | best setting on all cases, in-sample (`{}`) | {:.3} | {:.3} |\n\
-             | cross-validated (chosen without the scored fold) | {:.3} | {:.3} |\n\n\
+             | cross-validated (chosen without the scored fold) | {:.3} | {:.3} |\n\
+             | trivial ranking (loudest pod; nothing chosen) | {:.3} | {:.3} |\n\n\
              | fold | cases | chosen on the other folds | AS@1 there | AS@1 held out | AS@3 held out |\n\
              |---|---|---|---|---|---|\n",
+            super::MEASURES_IN_SAMPLE,
             self.k,
             self.cases,
             self.settings,
@@ -314,6 +327,8 @@ impl NezhaCrossValidation {
             self.in_sample_best.2,
             self.cross_validated_as1,
             self.cross_validated_as3,
+            self.loudest.0,
+            self.loudest.1,
         );
         for f in &self.folds {
             out.push_str(&format!(
@@ -377,6 +392,7 @@ mod tests {
             explorations: 0,
             planned_from_memory: false,
             trivial: None,
+            loudest_rank: None,
         }
     }
 

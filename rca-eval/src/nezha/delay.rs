@@ -225,9 +225,10 @@ pub fn delay_benchmark(
 /// The rows as a Markdown table.
 pub fn delay_table(rows: &[DelayRow]) -> String {
     let mut out = String::from(
-        "The pipeline is told the injection time (the onset is given, not estimated); the \
-         target is drawn at random and not given. The 0 ms row is the control: the same \
-         windows and targets with nothing injected.\n\n\
+        "Measures: delays injected into real minutes at a target drawn at random (a figure \
+         that can come out badly). The pipeline is told the injection time (the onset is \
+         given, not estimated); the target is not given. Baseline: the 0 ms row, the control \
+         (the same windows and targets with nothing injected).\n\n\
          | injected delay | windows | target's service first | in the first three | a call-gap finding names the target |\n|---|---|---|---|---|\n",
     );
     for r in rows {

@@ -89,6 +89,32 @@ pub struct CaseResult {
     /// estimator must beat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trivial: Option<TrivialOutcome>,
+    /// 1-based rank of the true service in the trivial ranking of the same case
+    /// ([`loudest_pods`]): the baseline the pipeline's ranking must beat.
+    #[serde(skip)]
+    pub loudest_rank: Option<usize>,
+}
+
+/// The trivial ranking: pods by their warning and error log lines in the case's window, then
+/// by all their log lines and spans, then by name. It compares nothing with a baseline
+/// period: the pipeline's ranking must beat the pod that is simply loudest.
+pub fn loudest_pods(data: &super::loader::CaseData) -> Vec<String> {
+    let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in &data.logs {
+        let c = counts.entry(r.component.as_str()).or_default();
+        c.1 += 1;
+        if r.level
+            .is_some_and(|l| l >= rca_core::source::Level::Warning)
+        {
+            c.0 += 1;
+        }
+    }
+    for s in &data.spans {
+        counts.entry(s.component.as_str()).or_default().1 += 1;
+    }
+    let mut pods: Vec<(&str, (usize, usize))> = counts.into_iter().collect();
+    pods.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    pods.into_iter().map(|(p, _)| p.to_string()).collect()
 }
 
 /// A case diagnosed with the trivial onset rule ([`trivial_onset`]).
@@ -152,6 +178,10 @@ pub struct NezhaReport {
     /// other fields as in `summary`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trivial: Option<Summary>,
+    /// The trivial ranking's scores ([`loudest_pods`]; AS@k only, the other fields zero),
+    /// when every case has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loudest: Option<Summary>,
     /// Every case.
     pub cases: Vec<CaseResult>,
 }
@@ -200,8 +230,25 @@ impl NezhaReport {
                 median_onset_error_secs: Some(rca_tools::analyze::stats::median(&errors)),
             }
         });
+        let loudest = (n > 0 && cases.iter().all(|c| c.loudest_rank.is_some())).then(|| {
+            let share = |k: usize| {
+                cases
+                    .iter()
+                    .filter(|c| c.loudest_rank.is_some_and(|r| r <= k))
+                    .count() as f64
+                    / n as f64
+            };
+            Summary {
+                cases: n,
+                as1: share(1),
+                as3: share(3),
+                as5: share(5),
+                ..Summary::default()
+            }
+        });
         NezhaReport {
             trivial,
+            loudest,
             summary: Summary {
                 cases: n,
                 as1: share(1),
@@ -298,6 +345,8 @@ pub(crate) fn run_cases_remembering(
                 ))?;
                 let seconds = load_secs + started.elapsed().as_secs_f64();
                 let mut result = case_result(case, diagnosis, seconds);
+                result.loudest_rank =
+                    Some(service_rank(&loudest_pods(&data), &case.truth_pod).unwrap_or(usize::MAX));
                 if trivial_too && let Some(onset) = trivial_onset(&data) {
                     let mut stated = data.clone();
                     stated.incident.onset = Some(onset);
@@ -332,6 +381,7 @@ fn case_result(case: &NezhaCase, diagnosis: super::CaseDiagnosis, seconds: f64) 
         explorations: diagnosis.explorations,
         planned_from_memory: diagnosis.planned_from_memory,
         trivial: None,
+        loudest_rank: None,
     }
 }
 
@@ -364,6 +414,9 @@ pub struct MemoryRow {
     pub planned_from_memory: usize,
     /// Cases whose top candidate differs from the cold run's.
     pub top_changed: usize,
+    /// The trivial ranking's scores on the same cases ([`loudest_pods`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loudest: Option<Summary>,
 }
 
 /// Runs the cases in order without memory (cold) and with one long-term memory that starts
@@ -401,9 +454,11 @@ pub fn memory_effect(
                 .zip(&cold_tops)
                 .filter(|(c, top)| c.ranked_pods.first() != top.as_ref())
                 .count();
+            let report = NezhaReport::from_cases(cases);
             MemoryRow {
                 run: name.to_string(),
-                summary: NezhaReport::from_cases(cases).summary,
+                loudest: report.loudest,
+                summary: report.summary,
                 explorations_per_case: explorations,
                 planned_from_memory: planned,
                 top_changed: changed,
@@ -414,8 +469,9 @@ pub fn memory_effect(
 
 /// The memory comparison as a Markdown table.
 pub fn memory_table(rows: &[MemoryRow]) -> String {
-    let mut out = String::from(
-        "| run | AS@1 | AS@3 | fault-type accuracy | explorations per case | plans led by memory | top candidate changed |\n|---|---|---|---|---|---|---|\n",
+    let mut out = format!(
+        "{MEASURES_IN_SAMPLE}\n\n\
+         | run | AS@1 | AS@3 | fault-type accuracy | explorations per case | plans led by memory | top candidate changed |\n|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
@@ -428,6 +484,12 @@ pub fn memory_table(rows: &[MemoryRow]) -> String {
             r.planned_from_memory,
             r.summary.cases,
             r.top_changed
+        ));
+    }
+    if let Some(l) = rows.first().and_then(|r| r.loudest.as_ref()) {
+        out.push_str(&format!(
+            "| trivial: loudest pod | {:.3} | {:.3} | - | - | - | - |\n",
+            l.as1, l.as3
         ));
     }
     out
@@ -456,7 +518,7 @@ pub fn modality_drop(
     root: &Path,
     options: &EvalOptions,
     progress: &mut dyn FnMut(usize, usize, &str),
-) -> Result<Vec<(Option<Withheld>, Summary)>, NezhaError> {
+) -> Result<DropRows, NezhaError> {
     let days = selected(root, &options.days)?;
     let kinds: Vec<Option<Withheld>> = std::iter::once(None)
         .chain(Withheld::ALL.into_iter().map(Some))
@@ -466,19 +528,53 @@ pub fn modality_drop(
         .map(|w| (*w, options.pipeline.clone()))
         .collect();
     let runs = run_cases(&days, &options.case, &variants, progress)?;
-    Ok(kinds
+    let mut loudest = None;
+    let rows = kinds
         .into_iter()
         .zip(runs)
-        .map(|(w, cases)| (w, NezhaReport::from_cases(cases).summary))
-        .collect())
+        .map(|(w, cases)| {
+            let report = NezhaReport::from_cases(cases);
+            loudest = loudest.take().or(report.loudest);
+            (w, report.summary)
+        })
+        .collect();
+    Ok(DropRows { rows, loudest })
+}
+
+/// The modality-drop rows: one per kind of telemetry withheld (the first withholds nothing),
+/// and the trivial ranking on the same cases.
+#[derive(Debug, Clone, Serialize)]
+pub struct DropRows {
+    /// What was withheld, and the scores without it.
+    pub rows: Vec<(Option<Withheld>, Summary)>,
+    /// The trivial ranking's scores ([`loudest_pods`]), on all telemetry.
+    pub loudest: Option<Summary>,
+}
+
+/// The sentence every Nezha development-day table opens with: what it measures and what
+/// it is not.
+pub const MEASURES_IN_SAMPLE: &str = "Measures the diagnosis on the 28 faults of the \
+development day: a figure that can come out badly, but in-sample for the analyzers, their \
+weights and the fault taxonomy, which were shaped on this day. The trivial ranking (pods by \
+their warning and error log lines in the window, loudest first; no baseline period) is \
+scored on the same cases as the baseline the ranking must beat.";
+
+fn loudest_row(first_cell: &str, loudest: Option<&Summary>, trailing: &str) -> String {
+    loudest.map_or(String::new(), |l| {
+        format!(
+            "| {first_cell} | {:.3} | {:.3} | {:.3} |{trailing}\n",
+            l.as1, l.as3, l.as5
+        )
+    })
 }
 
 /// The modality-drop rows as a Markdown table.
-pub fn drop_table(rows: &[(Option<Withheld>, Summary)]) -> String {
-    let mut out = String::from(
-        "| withheld | AS@1 | AS@3 | AS@5 | fault-type accuracy | median onset error s |\n|---|---|---|---|---|---|\n",
+pub fn drop_table(drop: &DropRows) -> String {
+    let mut out = format!(
+        "{MEASURES_IN_SAMPLE}\n\n\
+         | withheld | AS@1 | AS@3 | AS@5 | fault-type accuracy | median onset error s |\n|---|---|---|---|---|---|\n",
     );
-    for (w, s) in rows {
+    for (w, s) in &drop.rows {
         out.push_str(&format!(
             "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} |\n",
             w.map_or("nothing".to_string(), |w| w.to_string()),
@@ -490,14 +586,20 @@ pub fn drop_table(rows: &[(Option<Withheld>, Summary)]) -> String {
                 .map_or("-".to_string(), |e| format!("{e:.0}"))
         ));
     }
+    out.push_str(&loudest_row(
+        "nothing; trivial ranking (loudest pod)",
+        drop.loudest.as_ref(),
+        " - | - |",
+    ));
     out
 }
 
 /// The report as a Markdown table (overall and per true fault type).
 pub fn markdown_table(report: &NezhaReport) -> String {
     let s = &report.summary;
-    let mut out = String::from(
-        "| cases | AS@1 | AS@3 | AS@5 | fault-type accuracy | median onset error s | median s/case |\n|---|---|---|---|---|---|---|\n",
+    let mut out = format!(
+        "{MEASURES_IN_SAMPLE}\n\n\
+         | cases | AS@1 | AS@3 | AS@5 | fault-type accuracy | median onset error s | median s/case |\n|---|---|---|---|---|---|---|\n",
     );
     out.push_str(&format!(
         "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.3} |\n",
@@ -510,6 +612,14 @@ pub fn markdown_table(report: &NezhaReport) -> String {
             .map_or("-".to_string(), |e| format!("{e:.0}")),
         s.median_seconds
     ));
+    if let Some(l) = &report.loudest {
+        out.push_str(&format!(
+            "\n| ranking | AS@1 | AS@3 | AS@5 |\n|---|---|---|---|\n\
+             | the pipeline | {:.3} | {:.3} | {:.3} |\n",
+            s.as1, s.as3, s.as5
+        ));
+        out.push_str(&loudest_row("trivial: loudest pod", Some(l), ""));
+    }
     if let Some(t) = &report.trivial {
         out.push_str(&format!(
             "\nTrivial baseline in the same run: the onset stated as the first log line or span of \
@@ -583,6 +693,7 @@ mod tests {
             explorations: 0,
             planned_from_memory: false,
             trivial: None,
+            loudest_rank: rank.map(|r| r + 1),
         };
         let r = NezhaReport::from_cases(vec![case(Some(1), "return"), case(Some(3), "exception")]);
         assert_eq!(r.summary.as1, 0.5);
@@ -604,6 +715,13 @@ mod tests {
                 "truth_pod"
             ]
         );
-        assert!(markdown_table(&r).contains("| 2 | 0.500 | 1.000 | 1.000 | 0.500 | 30 |"));
+        let table = markdown_table(&r);
+        assert!(table.contains("| 2 | 0.500 | 1.000 | 1.000 | 0.500 | 30 |"));
+        // The trivial ranking ranked each truth one place lower: 0 at 1, 0.5 at 3, 1 at 5.
+        assert!(
+            table.contains("| trivial: loudest pod | 0.000 | 0.500 | 1.000 |"),
+            "{table}"
+        );
+        assert!(table.starts_with(MEASURES_IN_SAMPLE));
     }
 }

@@ -282,7 +282,10 @@ impl MissReport {
     /// The misses as Markdown: the count per cause class, then a row per miss.
     pub fn to_markdown(&self) -> String {
         let mut out = format!(
-            "{} of {} cases missed (true service not ranked first).\n\n| cause | misses |\n|---|---|\n",
+            "Measures why the same run missed: each miss's cause is classified by rule from \
+             the run's own findings, not by hand (the run's figures, and the trivial baseline \
+             it beats, are in its own section). \
+             {} of {} cases missed (true service not ranked first).\n\n| cause | misses |\n|---|---|\n",
             self.misses.len(),
             self.cases
         );

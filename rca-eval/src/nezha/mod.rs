@@ -18,8 +18,9 @@ pub use diagnose::{
     CaseDiagnosis, Withheld, case_telemetry, diagnose_case, diagnose_case_with_memory,
 };
 pub use eval::{
-    CaseResult, EvalOptions, MemoryRow, NezhaReport, Summary, TrivialOutcome, drop_table, evaluate,
-    markdown_table, memory_effect, memory_table, modality_drop, service_of, trivial_onset,
+    CaseResult, DropRows, EvalOptions, MEASURES_IN_SAMPLE, MemoryRow, NezhaReport, Summary,
+    TrivialOutcome, drop_table, evaluate, loudest_pods, markdown_table, memory_effect,
+    memory_table, modality_drop, service_of, trivial_onset,
 };
 pub use explain::{MissCause, MissExplanation, MissReport, explain_misses};
 pub use export::export_case;

@@ -629,11 +629,14 @@ impl StabilityReport {
                  the broken text. {} seeded episodes per configuration on simulated incidents with \
                  a known root cause {DEPTH} hops below the alerting component. This demonstrates \
                  the mechanism of each stabiliser: its figures follow from the corruption mix, and \
-                 it measures nothing about a model.\n\n",
+                 it measures nothing about a model. Baseline: the `none` row (no stabiliser).\n\n",
                 self.episodes
             ),
             (None, Some(b)) => format!(
-                "Real turns: `{}` writes every turn and every regeneration; {} episodes per \
+                "Demonstrates that the stabilisers run on a real model's turns: the counts \
+                 are measured, a pass rate of a base model is not the point. Baseline: the \
+                 `none` row (no stabiliser). \
+                 Real turns: `{}` writes every turn and every regeneration; {} episodes per \
                  configuration (episode i on simulated incident i, seeded), at most {} steps, {} \
                  tokens per turn, {} s per episode; temperature 0. Token counts are the server's. \
                  The configurations of an episode share the model's answer to a request they \

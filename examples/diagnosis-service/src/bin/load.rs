@@ -244,6 +244,10 @@ async fn main() -> ExitCode {
     };
     let mut body = format!(
         "### The diagnosis service under load\n\n\
+         Measures the service under load and under a hostile mix. No trivial baseline \
+         applies: the goals are absolute (every accepted alert reported, nothing lost across a \
+         crash; under the hostile mix no failed health probe, no hostile request answered 2xx, \
+         peak memory under the limit).\n\n\
          {} notifications in bursts of {} on loopback (seed {}): {:.0}% repeat an earlier alert, \
          {:.0}% are malformed, {:.0}% exceed the body limit of {} bytes; the service (inbox of {}, \
          {} workers) is crashed and restarted after burst {}. Diagnoses run over {telemetry}. The \
