@@ -140,6 +140,36 @@ pub struct LogRecord {
     pub attributes: BTreeMap<String, String>,
 }
 
+/// The attributes that name the code unit a log line was written in, most specific first
+/// (OpenTelemetry's semantic conventions, current and earlier names): a class or module, or
+/// the source file.
+pub const CODE_UNIT_ATTRIBUTES: [&str; 4] = [
+    "code.namespace",
+    "code.function.name",
+    "code.file.path",
+    "code.filepath",
+];
+
+/// The attributes that give the line of code a log line was written at (OpenTelemetry's
+/// semantic conventions, current and earlier names).
+pub const CODE_LINE_ATTRIBUTES: [&str; 2] = ["code.line.number", "code.lineno"];
+
+impl LogRecord {
+    /// Where the line was written, `unit:line`, when its attributes say both (see
+    /// [`CODE_UNIT_ATTRIBUTES`] and [`CODE_LINE_ATTRIBUTES`]): the identity of the statement
+    /// that wrote it. Two statements can write the same text; their lines are different
+    /// events.
+    pub fn code_location(&self) -> Option<String> {
+        let line = CODE_LINE_ATTRIBUTES
+            .iter()
+            .find_map(|k| self.attributes.get(*k))?;
+        let unit = CODE_UNIT_ATTRIBUTES
+            .iter()
+            .find_map(|k| self.attributes.get(*k))?;
+        Some(format!("{unit}:{line}"))
+    }
+}
+
 /// Which log lines to read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogQuery {
@@ -444,6 +474,26 @@ fn _object_safe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_location_needs_a_unit_and_a_line_under_either_convention() {
+        let record = |attrs: &[(&str, &str)]| LogRecord {
+            timestamp: crate::Timestamp(0),
+            component: "c".into(),
+            level: None,
+            message: "m".into(),
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let old = record(&[("code.namespace", "a.B"), ("code.lineno", "12")]);
+        assert_eq!(old.code_location().as_deref(), Some("a.B:12"));
+        let new = record(&[("code.file.path", "src/b.rs"), ("code.line.number", "7")]);
+        assert_eq!(new.code_location().as_deref(), Some("src/b.rs:7"));
+        assert_eq!(record(&[("code.lineno", "12")]).code_location(), None);
+        assert_eq!(record(&[("code.namespace", "a.B")]).code_location(), None);
+    }
 
     #[test]
     fn collect_records_gathers_all_or_the_first_error() {

@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use rca_core::seeded::{GOLDEN_GAMMA, mix64, stable_hash};
-use rca_core::source::{LogRecord, MetricSample, Span};
+use rca_core::source::{CODE_LINE_ATTRIBUTES, CODE_UNIT_ATTRIBUTES, LogRecord, MetricSample, Span};
 use rca_core::{TimeRange, Timestamp};
 use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
 use rca_tools::sources::{
@@ -502,6 +502,10 @@ pub fn read_log_csv(
             if let Some(s) = span.and_then(|s| row.get(s)).filter(|s| !s.is_empty()) {
                 attributes.insert(SPAN_ID.to_string(), s.to_string());
             }
+            if let Some((unit, line)) = code_location_in(&message) {
+                attributes.insert(CODE_UNIT_ATTRIBUTES[0].to_string(), unit.to_string());
+                attributes.insert(CODE_LINE_ATTRIBUTES[0].to_string(), line.to_string());
+            }
             let precise = row
                 .get(time)
                 .and_then(|t| t.parse::<i64>().ok())
@@ -521,6 +525,21 @@ pub fn read_log_csv(
         out.extend(lines.into_iter().map(|(_, r)| r));
     }
     Ok(())
+}
+
+/// The logger and line a line of this data names, written by its logging pattern as
+/// `logger#line` among the line's first words (after the time and the level): the code
+/// location OpenTelemetry's `code.*` attributes carry in other sources.
+pub fn code_location_in(message: &str) -> Option<(&str, &str)> {
+    message.split_whitespace().take(4).find_map(|w| {
+        let (unit, line) = w.rsplit_once('#')?;
+        let named = unit.starts_with(|c: char| c.is_ascii_alphabetic())
+            && unit
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '$'));
+        let numbered = !line.is_empty() && line.chars().all(|c| c.is_ascii_digit());
+        (named && numbered).then_some((unit, line))
+    })
 }
 
 /// Reads the per-minute log and trace files of a day into one case's records.
@@ -679,6 +698,16 @@ pub fn load_case(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_logger_and_line_of_a_line_become_its_code_location() {
+        let line = "18:26:03.274 INFO  t.s.DistanceImpl#372 TraceID: 90ac SpanID: a9a0 [x]";
+        assert_eq!(code_location_in(line), Some(("t.s.DistanceImpl", "372")));
+        // A number after `#` that is no logger, or a logger without a line, is not one.
+        assert_eq!(code_location_in("12:00:00.000 INFO order #42 paid"), None);
+        assert_eq!(code_location_in("12:00:00.000 INFO a.B#x ok"), None);
+        assert_eq!(code_location_in("12:00:00.000 INFO a.B# ok"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -204,7 +204,7 @@ impl EventAnalyzer {
             let id = interner.id(
                 Event {
                     component: r.component.clone(),
-                    step: Step::Log(template(&r.message)),
+                    step: Step::Log(super::logs::statement(r, template(&r.message))),
                 },
                 error,
             );
@@ -969,6 +969,47 @@ mod tests {
         let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
         assert!(!f.is_empty());
         assert!(f.iter().all(|x| x.component == "prices"), "{f:?}");
+    }
+
+    #[test]
+    fn two_statements_that_write_the_same_text_are_two_events() {
+        // A service logs "computed distance" from two statements; in the current window the
+        // second no longer runs after the first in most requests. Only the code location
+        // tells the two lines apart.
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        for i in 0..80 {
+            spans.push(span(i, "a", None, "travel", "GET", 0));
+            let at = |line: u32| {
+                [
+                    ("code.namespace".to_string(), "svc.Distance".to_string()),
+                    ("code.lineno".to_string(), line.to_string()),
+                ]
+            };
+            let mut first = line(i, "a", "travel", Level::Info, "computed distance 4", 1);
+            first.attributes.extend(at(366));
+            logs.push(first);
+            if i < 40 || i % 4 == 0 {
+                let mut second = line(i, "a", "travel", Level::Info, "computed distance 7", 2);
+                second.attributes.extend(at(372));
+                logs.push(second);
+            }
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        assert!(
+            f.iter().any(|x| matches!(
+                &x.signal,
+                Signal::Transition { next, grew: false, .. } if next.contains("svc.Distance:372")
+            ) && x.component == "travel"),
+            "{f:?}"
+        );
+        // Without the location the two lines are one template, and which one runs is unseen
+        // (the share of the template after the first line still changes: the span's end
+        // follows it more often, so only the location names what vanished).
+        for l in &mut logs {
+            l.attributes.retain(|k, _| !k.starts_with("code."));
+        }
+        let f = analyzer().analyze(&logs, &spans, &window(), &simple_template);
+        assert!(f.iter().all(|x| !x.summary.contains(":372")), "{f:?}");
     }
 
     #[test]

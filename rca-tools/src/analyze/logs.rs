@@ -44,6 +44,17 @@ pub fn simple_template(message: &str) -> String {
     out
 }
 
+/// A log line's statement: its template, followed by where the line was written when the
+/// record says so ([`LogRecord::code_location`], OpenTelemetry's `code.*` attributes). Two
+/// statements that write the same text (a branch's two sides logging one message) are two
+/// events: a change in which of them runs is a change in what the code does.
+pub fn statement(record: &LogRecord, template: String) -> String {
+    match record.code_location() {
+        Some(at) => format!("{template} @{at}"),
+        None => template,
+    }
+}
+
 /// Whether a token is an identifier (a long run of hex digits, dashes and few letters).
 fn looks_like_id(token: &str) -> bool {
     let t = token.trim_matches(|c: char| !c.is_ascii_alphanumeric());
@@ -107,7 +118,7 @@ impl LogAnalyzer {
             .iter()
             .map(|r| {
                 if window.baseline.contains(r.timestamp) || window.current.contains(r.timestamp) {
-                    template(&r.message)
+                    statement(r, template(&r.message))
                 } else {
                     String::new()
                 }
@@ -135,16 +146,19 @@ impl LogAnalyzer {
         let mut text: HashMap<TemplateId, String> = HashMap::new();
         let templates: Vec<String> = ids
             .iter()
-            .map(|id| match id {
-                Some(id) => text
-                    .entry(*id)
-                    .or_insert_with(|| {
-                        miner
-                            .template(*id)
-                            .map(|t| t.text)
-                            .unwrap_or_else(|| format!("template {id:?}"))
-                    })
-                    .clone(),
+            .zip(records)
+            .map(|(id, r)| match id {
+                Some(id) => statement(
+                    r,
+                    text.entry(*id)
+                        .or_insert_with(|| {
+                            miner
+                                .template(*id)
+                                .map(|t| t.text)
+                                .unwrap_or_else(|| format!("template {id:?}"))
+                        })
+                        .clone(),
+                ),
                 None => String::new(),
             })
             .collect();
