@@ -1387,6 +1387,44 @@ fn eval_loghub_reports_four_metrics_and_leave_one_out() {
 }
 
 #[test]
+fn eval_grouping_scores_a_miners_ids_beside_the_trivial_grouper() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let lines = write("lines", "open a 1\nopen b 2\nclose a\nopen a 3 4\n");
+    let truth = write("truth", "E1\nE1\nE2\nE1\n");
+    let ours = write("ours", "7\n7\n8\n7\n");
+    let short = write("short", "7\n7\n");
+    let out = rca()
+        .args(["eval", "grouping", "--lines", &lines])
+        .arg("--truth")
+        .arg(format!("original={truth}"))
+        .arg("--predicted")
+        .arg(format!("ours={ours}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("| ours | 2 | 1.000 |"), "{table}");
+    // The trivial grouper splits E1 by token count: only `close a` is right.
+    assert!(table.contains("| trivial (token count and first token) | 3 | 0.250 |"), "{table}");
+    let out = rca()
+        .args(["eval", "grouping", "--lines", &lines])
+        .arg("--truth")
+        .arg(format!("original={truth}"))
+        .arg("--predicted")
+        .arg(format!("short={short}"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 values for 4 lines"), "{err}");
+}
+
+#[test]
 fn eval_loghub_grammar_writes_the_generated_set_and_extra_scores_it() {
     let dir = tempfile::tempdir().unwrap();
     let formats = loghub_folder(dir.path());
