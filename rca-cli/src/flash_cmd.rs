@@ -50,7 +50,9 @@ pub struct FlashArgs {
     /// Print the report as JSON instead of Markdown.
     #[arg(long)]
     pub json: bool,
-    /// Where to save the trajectory (default: `rca-runs/<incident id>/trajectory.json`).
+    /// Where to save the trajectory (default: a new run in the runs store,
+    /// `rca-runs/<incident id>/<run id>/trajectory.json`, named in
+    /// `rca-runs/<incident id>/latest`).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
 }

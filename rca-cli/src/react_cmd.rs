@@ -35,7 +35,9 @@ pub struct ReactArgs {
     /// Also write a self-contained HTML report here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Where to save the trajectory (default: `rca-runs/<incident id>/trajectory.json`).
+    /// Where to save the trajectory (default: a new run in the runs store,
+    /// `rca-runs/<incident id>/<run id>/trajectory.json`, named in
+    /// `rca-runs/<incident id>/latest`).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
     /// Steps before the run stops (default: the config's `budgets.max_steps`).

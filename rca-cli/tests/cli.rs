@@ -565,6 +565,60 @@ fn diagnose_the_bundled_incident() {
     );
 }
 
+/// Without `--trajectory`, every run of an incident gets its own folder in `rca-runs/`
+/// (`<incident>/<run id>/trajectory.json`) and becomes the incident's `latest`: a second run
+/// of the same incident keeps the first.
+#[test]
+fn two_diagnoses_of_one_incident_are_kept_side_by_side() {
+    let work = tempfile::tempdir().unwrap();
+    let incident = repo_root().join("examples/incidents/trainticket-cpu");
+    let mut said = Vec::new();
+    for _ in 0..2 {
+        let out = rca()
+            .current_dir(work.path())
+            .args(["diagnose", "--json"])
+            .arg(&incident)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let runs = work.path().join("rca-runs");
+    let incidents: Vec<_> = std::fs::read_dir(&runs).unwrap().flatten().collect();
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    let incident_dir = incidents[0].path();
+    let mut ids: Vec<String> = std::fs::read_dir(&incident_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids.len(), 2, "two runs, side by side: {ids:?}");
+    for (id, stderr) in ids.iter().zip(&said) {
+        let path = incident_dir.join(id).join("trajectory.json");
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(saved["run_id"], id.as_str());
+        assert!(stderr.contains(id.as_str()), "the run says where: {stderr}");
+    }
+    let latest = std::fs::read_to_string(incident_dir.join("latest")).unwrap();
+    assert_eq!(latest.trim(), ids[1], "the latest is the second run");
+    let name = incident_dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        rca_agents::report::runs::latest(&runs, &name).as_deref(),
+        Some(ids[1].as_str())
+    );
+}
+
 #[test]
 fn diagnose_reports_a_bad_directory_clearly() {
     let dir = tempfile::tempdir().unwrap();
