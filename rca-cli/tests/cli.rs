@@ -1060,6 +1060,90 @@ fn the_configuration_guide_example_passes_config_check() {
     );
 }
 
+/// A stub OpenAI-compatible server on loopback that answers every request with `body`
+/// (HTTP 200, JSON); its base URL (`.../v1`).
+fn stub_openai_server(body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// `rca config check` asks each model's server for its models: a name the server does not
+/// serve fails the check and names the served ones; a served name passes; a server that
+/// cannot be asked is a warning, not a failure; `--offline` asks nothing.
+#[test]
+fn config_check_asks_the_server_for_the_model_name() {
+    let url =
+        stub_openai_server(r#"{"object":"list","data":[{"id":"served-model","object":"model"}]}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let check = |base_url: &str, model: &str, extra: &[&str]| {
+        let file = dir.path().join(format!("{model}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "[models.m]\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\n[roles]\nreasoner = \"m\"\n"
+            ),
+        )
+        .unwrap();
+        let out = rca()
+            .args(["config", "check"])
+            .arg(&file)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, stderr) = check(&url, "wrong-name", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("models.m.model")
+            && stderr.contains("\"wrong-name\" is not among the models")
+            && stderr.contains("served-model"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = check(&url, "served-model", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("serves \"served-model\""), "{stdout}");
+    // `--offline`: the file alone.
+    let (code, stdout, _) = check(&url, "wrong-name", &["--offline"]);
+    assert_eq!(code, Some(0));
+    assert!(!stdout.contains("serves"), "{stdout}");
+    // Nothing listens: a warning, the name unchecked.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (code, _, stderr) = check(&format!("http://127.0.0.1:{closed}/v1"), "other", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("could not be asked") && stderr.contains("unchecked"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_local_model_config_passes_config_check() {
     let out = rca()
