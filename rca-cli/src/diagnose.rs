@@ -213,6 +213,15 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     progress.inc(1);
     progress.finish();
     outputs.print(&bundle, &redactor);
+    if bundle.report.candidates.is_empty() {
+        // Nothing pointed at a component: not a success (the report says why).
+        return Err(crate::NoRootCause(format!(
+            "{}; trajectory saved to {}",
+            bundle.report.root_cause,
+            saved.display()
+        ))
+        .into());
+    }
     eprintln!("trajectory saved to {}", saved.display());
     Ok(())
 }

@@ -180,6 +180,16 @@ pub async fn run(args: FlashArgs) -> anyhow::Result<()> {
     };
     let saved = outputs.write(&bundle, record, &redactor)?;
     outputs.print(&bundle, &redactor);
+    if !run.established {
+        // Not a success: the report says so, and so does the exit status.
+        return Err(crate::NoRootCause(format!(
+            "the guide did not establish a root cause ({:?}: {}); trajectory saved to {}",
+            run.trajectory.outcome,
+            run.report.root_cause,
+            saved.display()
+        ))
+        .into());
+    }
     eprintln!("trajectory saved to {}", saved.display());
     Ok(())
 }

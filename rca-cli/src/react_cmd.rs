@@ -208,11 +208,12 @@ pub async fn run(args: ReactArgs) -> anyhow::Result<()> {
     let Some(report) = run.report.clone() else {
         // Nothing to report; the trajectory still tells what happened.
         let saved = outputs.write_record(&loaded.incident, record, &redactor)?;
-        anyhow::bail!(
+        return Err(crate::NoRootCause(format!(
             "the controller did not finalize ({:?}); trajectory saved to {}",
             run.trajectory.outcome,
             saved.display()
-        );
+        ))
+        .into());
     };
     let bundle = report_bundle(
         &loaded,
