@@ -146,12 +146,6 @@ pub enum RunEvent {
         #[serde(default)]
         usage: Usage,
     },
-    /// The reasoner wrote the report (the run's last step).
-    Reasoned {
-        /// The tokens the reasoner's model spent on it (zero for a policy).
-        #[serde(default)]
-        usage: Usage,
-    },
 }
 
 impl RunEvent {
@@ -160,8 +154,7 @@ impl RunEvent {
         match self {
             RunEvent::Planned { usage, .. }
             | RunEvent::Decided { usage, .. }
-            | RunEvent::RoleFellBack { usage, .. }
-            | RunEvent::Reasoned { usage } => *usage,
+            | RunEvent::RoleFellBack { usage, .. } => *usage,
             _ => Usage::default(),
         }
     }
@@ -331,18 +324,12 @@ impl RunRecord {
                     step.thought = format!("the {role}'s model failed; its policy answers");
                     step.error = Some(error.clone());
                 }
-                RunEvent::Reasoned { .. } => {
-                    step.thought = "the reasoner wrote the report".into();
-                    step.action = Some(Action {
-                        name: "reasoner".into(),
-                        args: serde_json::Value::Null,
-                    });
-                }
             }
-            t.usage.add(&step.usage);
             t.steps.push(step);
         }
         t.outcome = Outcome::Finalized;
+        // The steps' usage plus the reasoner's (the report has no step of its own).
+        t.usage = self.report.usage;
         t.elapsed_ms = self.report.elapsed_ms;
         t
     }
@@ -483,7 +470,7 @@ impl Orchestrator {
         evidence: &[Evidence],
         concluded: Option<&Decision>,
         events: &mut Vec<RunEvent>,
-    ) -> Result<DiagnosisReport, OrchestraError> {
+    ) -> Result<(DiagnosisReport, Usage), OrchestraError> {
         let before = self.reasoner.usage();
         let reasoned = self.reasoner.reason(incident, evidence, concluded).await;
         let mut usage = spent_since(before, self.reasoner.usage());
@@ -504,8 +491,7 @@ impl Orchestrator {
             }
             other => other,
         }?;
-        events.push(RunEvent::Reasoned { usage });
-        Ok(report)
+        Ok((report, usage))
     }
 
     /// Sets the limits.
@@ -960,12 +946,13 @@ impl Orchestrator {
             break;
         }
 
-        let mut report = self
+        let (mut report, reasoned) = self
             .reason(incident, &evidence, final_decision.as_ref(), &mut events)
             .await?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
-        // The report counts every token the roles' models spent (the server's counts).
-        report.usage = Usage::default();
+        // The report counts every token the roles' models spent (the server's counts): each
+        // event's (plans, decisions, fallbacks), and the reasoner's for the report itself.
+        report.usage = reasoned;
         for event in &events {
             report.usage.add(&event.usage());
         }
@@ -1263,9 +1250,9 @@ mod tests {
         })
     }
 
-    /// Model-backed roles: the usage their server counted is in the step of each call
-    /// (plan, decisions, report, a failed answer's fallback) and the report's and the
-    /// trajectory's totals are the sum of the steps.
+    /// Model-backed roles: the usage their server counted is in the step of each call (plan,
+    /// decisions, a failed answer's fallback), and the report's and the trajectory's totals
+    /// are the sum of the steps plus the reasoner's call for the report itself.
     #[tokio::test]
     async fn the_report_counts_every_token_the_roles_models_spent() {
         use super::super::model::{ModelController, ModelPlanner, ModelReasoner};
@@ -1324,9 +1311,16 @@ mod tests {
         });
         let run = o.run(&incident(), &Queue::default()).await.unwrap();
         let t = run.trajectory();
+        assert_eq!(t.steps.len(), run.events.len(), "no step is added");
         let steps_sum: u64 = t.steps.iter().map(|s| s.usage.total()).sum();
         assert!(steps_sum > 0);
-        assert_eq!(run.report.usage.total(), steps_sum, "{:?}", run.events);
+        // The steps' usage plus the reasoner's (2000 + 90, the report's own call).
+        assert_eq!(
+            run.report.usage.total(),
+            steps_sum + 2090,
+            "{:?}",
+            run.events
+        );
         assert_eq!(t.usage, run.report.usage);
         assert!(!run.report.usage.estimated);
         // Per step: the plan, the reasoner and each decision carry their calls' usage.
@@ -1335,11 +1329,6 @@ mod tests {
             _ => None,
         });
         assert_eq!(planned.map(|u| u.total()), Some(1050));
-        let reasoned = run.events.iter().find_map(|e| match e {
-            RunEvent::Reasoned { usage } => Some(*usage),
-            _ => None,
-        });
-        assert_eq!(reasoned.map(|u| u.total()), Some(2090));
         let fell_back: Vec<u64> = run
             .events
             .iter()
@@ -1360,7 +1349,7 @@ mod tests {
         );
         assert_eq!(
             run.report.usage.prompt_tokens,
-            t.steps.iter().map(|s| s.usage.prompt_tokens).sum::<u64>()
+            t.steps.iter().map(|s| s.usage.prompt_tokens).sum::<u64>() + 2000
         );
         let markdown = crate::report::render_markdown(&crate::report::ReportBundle::new(
             incident(),
