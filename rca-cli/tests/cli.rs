@@ -680,6 +680,10 @@ fn bad_inputs_from_the_corpus() {
             case["ok"].as_bool().unwrap(),
             "{name}: {stderr}"
         );
+        if let Some(status) = case.get("status") {
+            let status = status.as_i64().map(|s| s as i32);
+            assert_eq!(out.status.code(), status, "{name}: {stderr}");
+        }
         for words in case["stderr"].as_array().unwrap() {
             let words = words.as_str().unwrap();
             assert!(stderr.contains(words), "{name}: {words:?} not in {stderr}");
