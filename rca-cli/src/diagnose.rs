@@ -299,7 +299,8 @@ pub(crate) struct Outputs<'a> {
 }
 
 impl Outputs<'_> {
-    /// Writes the trajectory record and the HTML report; returns the trajectory's path.
+    /// Writes the trajectory record, the HTML report, and for a run in the runs store its
+    /// Markdown report (`report.md` beside the trajectory); returns the trajectory's path.
     pub fn write(
         &self,
         bundle: &ReportBundle,
@@ -307,6 +308,18 @@ impl Outputs<'_> {
         redactor: &rca_llm::Redactor,
     ) -> anyhow::Result<PathBuf> {
         let path = self.write_record(&bundle.incident, record, redactor)?;
+        // A run in the runs store keeps its Markdown report beside the trajectory (as the MCP
+        // server's runs do, which serves both).
+        if self.trajectory.is_none()
+            && let Some(dir) = path.parent()
+        {
+            let report = dir.join(runs::REPORT_FILE);
+            write_atomic(
+                &report,
+                redactor.redact(&render_markdown(bundle)).as_bytes(),
+            )
+            .with_context(|| format!("cannot write {}", report.display()))?;
+        }
         if let Some(html) = self.html {
             write_atomic(html, redactor.redact(&render_html(bundle)).as_bytes())
                 .with_context(|| format!("cannot write {}", html.display()))?;

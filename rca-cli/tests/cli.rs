@@ -605,6 +605,8 @@ fn two_diagnoses_of_one_incident_are_kept_side_by_side() {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(saved["run_id"], id.as_str());
         assert!(stderr.contains(id.as_str()), "the run says where: {stderr}");
+        let report = std::fs::read_to_string(incident_dir.join(id).join("report.md")).unwrap();
+        assert!(report.contains("## Evidence chain"), "{report}");
     }
     let latest = std::fs::read_to_string(incident_dir.join("latest")).unwrap();
     assert_eq!(latest.trim(), ids[1], "the latest is the second run");
