@@ -916,6 +916,43 @@ async fn an_answer_from_another_model_is_warned_about_once() {
     );
 }
 
+/// A streamed answer whose chunks name another model is reported once too.
+#[tokio::test]
+async fn a_stream_from_another_model_is_warned_about_once() {
+    let s = server().await;
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "model": "some-other-model",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let body = sse(&[
+        chunk(json!({"content": "ok"}), Value::Null),
+        chunk(json!({}), json!("stop")),
+    ]);
+    chat()
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .expect(2)
+        .mount(&s)
+        .await;
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = said.clone();
+    let model = client(&s.uri(), retries(0)).with_warnings(Arc::new(move |m: &str| {
+        sink.lock().unwrap().push(m.to_string());
+    }));
+    for _ in 0..2 {
+        let events: Vec<StreamEvent> = model
+            .stream(ask("x"))
+            .await
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect()
+            .await;
+        assert!(!events.is_empty());
+    }
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("some-other-model"), "{said:?}");
+}
+
 /// The same model (or a dated snapshot of it) in the answer says nothing.
 #[tokio::test]
 async fn an_answer_from_the_configured_model_is_not_warned_about() {

@@ -313,7 +313,9 @@ impl ChatModel for OpenAiClient {
                 LlmError::transient(format!("stream from {endpoint} broke: {}", error_chain(&e)))
             })
         });
-        Ok(Box::pin(sse_events(Box::pin(bytes), request)))
+        let client = self.clone();
+        let check = move |answered: &str| client.check_answered_model(answered);
+        Ok(Box::pin(sse_events(Box::pin(bytes), request, check)))
     }
 }
 
@@ -334,8 +336,10 @@ fn replay_events(response: CompletionResponse) -> Vec<Result<StreamEvent, LlmErr
     events
 }
 
-struct StreamState<S> {
+struct StreamState<S, F> {
     body: S,
+    /// Told the model the first chunk that names one names.
+    check_model: Option<F>,
     decoder: SseDecoder,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     outputs: BTreeMap<u32, String>,
@@ -344,7 +348,7 @@ struct StreamState<S> {
     request: CompletionRequest,
 }
 
-impl<S> StreamState<S> {
+impl<S, F: Fn(&str)> StreamState<S, F> {
     fn end(&mut self) {
         if self.done {
             return;
@@ -382,6 +386,11 @@ impl<S> StreamState<S> {
         if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
             return self.fail(wire::classify_error_body(500, &err.to_string()));
         }
+        if let Some(model) = chunk.model.as_deref()
+            && let Some(check) = self.check_model.take()
+        {
+            check(model);
+        }
         for c in chunk.choices {
             let out = self.outputs.entry(c.index).or_default();
             for call in c.delta.tool_calls.unwrap_or_default() {
@@ -409,17 +418,21 @@ impl<S> StreamState<S> {
     }
 }
 
-/// Turns a response body of server-sent events into stream events.
-fn sse_events<S, B>(
+/// Turns a response body of server-sent events into stream events; `check_model` is told the
+/// model the first chunk that names one names.
+fn sse_events<S, B, F>(
     body: S,
     request: CompletionRequest,
+    check_model: F,
 ) -> impl Stream<Item = Result<StreamEvent, LlmError>> + Send
 where
     S: Stream<Item = Result<B, LlmError>> + Unpin + Send,
     B: AsRef<[u8]>,
+    F: Fn(&str) + Send,
 {
     let state = StreamState {
         body,
+        check_model: Some(check_model),
         decoder: SseDecoder::new(),
         pending: VecDeque::new(),
         outputs: BTreeMap::new(),
@@ -463,7 +476,7 @@ mod tests {
         let body =
             futures::stream::iter(chunks.into_iter().map(|c| Ok::<_, LlmError>(c.as_bytes())));
         let req = CompletionRequest::new(vec![Message::user("count to three")]);
-        sse_events(body, req).collect().await
+        sse_events(body, req, |_: &str| {}).collect().await
     }
 
     #[tokio::test]

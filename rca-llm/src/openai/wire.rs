@@ -582,6 +582,9 @@ pub fn parse_http_date(s: &str) -> Option<u64> {
 /// One chunk of a streamed completion.
 #[derive(Debug, Deserialize)]
 pub struct StreamChunk {
+    /// The model the server names as answering, when it names one.
+    #[serde(default)]
+    pub model: Option<String>,
     /// The choices' deltas.
     #[serde(default)]
     pub choices: Vec<StreamChoice>,
