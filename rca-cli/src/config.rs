@@ -441,12 +441,15 @@ impl Config {
             .models
             .get(name)
             .ok_or_else(|| anyhow::anyhow!("model \"{name}\" is not defined"))?;
-        // Warnings (an answer from another model than the configured one) as they happen.
+        // Warnings (an answer from another model than the configured one) as they happen,
+        // once per configured model however many roles use it.
         let label = name.clone();
         let client = rca_llm::OpenAiClient::new(config.clone())
             .map_err(|e| anyhow::anyhow!("model \"{name}\": {e}"))?
             .with_warnings(std::sync::Arc::new(move |message: &str| {
-                eprintln!("warning: model \"{label}\": {message}");
+                if first_warning(&label, message) {
+                    eprintln!("warning: model \"{label}\": {message}");
+                }
             }));
         let redacted = rca_llm::RedactingModel::new(client, self.redactor());
         Ok(Some(std::sync::Arc::new(redacted)))
@@ -470,6 +473,17 @@ impl Config {
         }
         r
     }
+}
+
+/// Whether `message` about model `name` is said for the first time in this process (the roles
+/// that share a model each have a client; the warning is printed once).
+fn first_warning(name: &str, message: &str) -> bool {
+    static SAID: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    SAID.get_or_init(Default::default)
+        .lock()
+        .map(|mut said| said.insert(format!("{name}\n{message}")))
+        .unwrap_or(true)
 }
 
 /// `rca config ...`

@@ -1150,6 +1150,68 @@ fn config_check_asks_the_server_for_the_model_name() {
     );
 }
 
+/// `rca diagnose --config` against a server that counts its tokens and answers as another
+/// model: the report's usage is the server's counts summed over every call (not 0), and the
+/// other model is warned about once, as it happens.
+#[test]
+fn diagnose_sums_the_server_counted_usage_and_warns_about_another_model() {
+    let url = stub_openai_server(
+        r#"{"id":"chatcmpl-1","object":"chat.completion","model":"other-model","choices":[{"index":0,"message":{"role":"assistant","content":"{\"decision\": \"continue\"}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1234,"completion_tokens":5,"total_tokens":1239}}"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rca.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[models.m]\nbase_url = \"{url}\"\nmodel = \"configured-model\"\n\
+             [roles]\nplanner = \"m\"\ncontroller = \"m\"\nreasoner = \"m\"\n\
+             [budgets]\nwall_seconds = 60\n"
+        ),
+    )
+    .unwrap();
+    let trajectory = dir.path().join("t.json");
+    let out = rca()
+        .current_dir(repo_root())
+        .args(["diagnose", "examples/incidents/trainticket-cpu", "--json"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--trajectory")
+        .arg(&trajectory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("answered with model `other-model`, not the configured `configured-model`")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prompt = report["usage"]["prompt_tokens"].as_u64().unwrap();
+    let completion = report["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(
+        prompt >= 3 * 1234,
+        "planner, controller, reasoner: {prompt}"
+    );
+    assert_eq!(prompt % 1234, 0, "only the server's counts: {prompt}");
+    assert_eq!(prompt / 1234, completion / 5, "one count per call");
+    assert_eq!(report["usage"]["estimated"], false);
+    // The steps carry their calls' share: here every call, the reasoner's too (its answer
+    // does not fit a report, so its call is in the step of its fallback).
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trajectory).unwrap()).unwrap();
+    let steps: u64 = saved["trajectory"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(steps, prompt, "the steps' sum");
+    assert_eq!(saved["trajectory"]["usage"]["prompt_tokens"], prompt);
+}
+
 #[test]
 fn the_local_model_config_passes_config_check() {
     let out = rca()
