@@ -1794,6 +1794,33 @@ fn flash_without_a_root_cause_exits_3() {
     );
 }
 
+/// The same convention for react: a run whose step budget ends before the controller
+/// finalizes exits 3 (it exited 1, like an error), its trajectory saved.
+#[test]
+fn react_out_of_steps_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("t.json");
+    let out = rca()
+        .current_dir(repo_root())
+        .args([
+            "react",
+            "examples/incidents/trainticket-cpu",
+            "--max-steps",
+            "1",
+            "--trajectory",
+        ])
+        .arg(&trajectory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no root cause: the controller did not finalize (StepBudgetExhausted)"),
+        "{stderr}"
+    );
+    assert!(trajectory.is_file());
+}
+
 /// The README's `rca flash` command for the bundled incident, run as written (plus a
 /// trajectory path and `--json`): the deterministic policy follows the guide to its conclusion.
 #[test]
