@@ -22,7 +22,8 @@
 #   bash scripts/services.sh start-llm  # only the model server
 #   bash scripts/services.sh stop
 #
-# The environment is also written to .services/env, which scripts/test.sh sources.
+# The environment is also written to .services/env, which scripts/test.sh sources (`start-llm`
+# writes the model server's part of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -357,6 +358,21 @@ PY
   return 1
 }
 
+# The model server's environment (what the real-model tests and `bench agents` read), as
+# export lines.
+llm_env() {
+  cat <<ENV
+export RCA_LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
+export RCA_LLM_MODEL="$LLM_ALIAS"
+export RCA_LLM_MODEL_FILE="$RCA_LLM_MODEL_FILE"
+export RCA_LLM_MODEL_SHA256="$RCA_LLM_MODEL_SHA256"
+export RCA_LLM_QUANTIZATION="Q4_K_M"
+export RCA_LLM_SERVER="llama-cpp-python"
+export RCA_LLM_SERVER_VERSION="$(cat "$STATE/llm/version")"
+export RCA_LLM_N_CTX="$LLM_N_CTX"
+ENV
+}
+
 stop_all() {
   local bin
   if [ -d "$STATE/pg" ] && bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1); then
@@ -391,22 +407,24 @@ export RCA_ALERT_WEBHOOK_URL="https://127.0.0.1:$WEBHOOK_PORT/alerts"
 export RCA_ALERT_TLS_DIR="$STATE/tls"
 export RCA_ALERT_TEST_METRIC="$ALERT_METRIC"
 export RCA_ALERT_TEST_ALERTNAME="$ALERT_NAME"
-export RCA_LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
-export RCA_LLM_MODEL="$LLM_ALIAS"
-export RCA_LLM_MODEL_FILE="$RCA_LLM_MODEL_FILE"
-export RCA_LLM_MODEL_SHA256="$RCA_LLM_MODEL_SHA256"
-export RCA_LLM_QUANTIZATION="Q4_K_M"
-export RCA_LLM_SERVER="llama-cpp-python"
-export RCA_LLM_SERVER_VERSION="$(cat "$STATE/llm/version")"
-export RCA_LLM_N_CTX="$LLM_N_CTX"
 ENV
+    llm_env >> "$STATE/env"
     cat "$STATE/env"
     ;;
   start-llm)
-    # Only the model server (for trying the agents on the local model).
+    # Only the model server (for trying the agents on the local model). Its variables go to
+    # .services/env too: the other services' lines (from `start`) are kept, the model's
+    # replaced, so `source .services/env` works after either command.
     mkdir -p "$STATE"
     start_llm
-    echo "model server ready at http://127.0.0.1:$LLM_PORT/v1 (model $LLM_ALIAS); stop it with: bash scripts/services.sh stop" >&2
+    if [ -f "$STATE/env" ]; then
+      grep -v '^export RCA_LLM_' "$STATE/env" > "$STATE/env.tmp" || true
+    else
+      : > "$STATE/env.tmp"
+    fi
+    llm_env >> "$STATE/env.tmp"
+    mv "$STATE/env.tmp" "$STATE/env"
+    echo "model server ready at http://127.0.0.1:$LLM_PORT/v1 (model $LLM_ALIAS); its environment is in .services/env; stop it with: bash scripts/services.sh stop" >&2
     ;;
   stop)
     stop_all

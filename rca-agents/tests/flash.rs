@@ -108,6 +108,7 @@ async fn deterministic_run_follows_the_guide_with_state_conditioned_contexts() {
     let agent = FlashAgent::new(Arc::new(RulePolicy), registry);
     let run = agent.run(&incident(), GUIDE, facts()).await.unwrap();
     assert_eq!(run.answer.as_deref(), Some("connection pool exhausted"));
+    assert!(run.established);
     // Step 2 was skipped: the observation of step 1 settled it.
     let actions: Vec<String> = run
         .trajectory
@@ -168,6 +169,10 @@ async fn a_hindsight_hint_changes_the_next_action() {
     assert_eq!(
         run.answer.as_deref(),
         Some("no root cause was established by the guide")
+    );
+    assert!(
+        !run.established,
+        "a guide that ends without a conclusion establishes nothing"
     );
 
     // A lesson learned earlier: when the logs come back empty, query the pool metric.

@@ -441,8 +441,16 @@ impl Config {
             .models
             .get(name)
             .ok_or_else(|| anyhow::anyhow!("model \"{name}\" is not defined"))?;
+        // Warnings (an answer from another model than the configured one) as they happen,
+        // once per configured model however many roles use it.
+        let label = name.clone();
         let client = rca_llm::OpenAiClient::new(config.clone())
-            .map_err(|e| anyhow::anyhow!("model \"{name}\": {e}"))?;
+            .map_err(|e| anyhow::anyhow!("model \"{name}\": {e}"))?
+            .with_warnings(std::sync::Arc::new(move |message: &str| {
+                if first_warning(&label, message) {
+                    eprintln!("warning: model \"{label}\": {message}");
+                }
+            }));
         let redacted = rca_llm::RedactingModel::new(client, self.redactor());
         Ok(Some(std::sync::Arc::new(redacted)))
     }
@@ -467,44 +475,147 @@ impl Config {
     }
 }
 
+/// Whether `message` about model `name` is said for the first time in this process (the roles
+/// that share a model each have a client; the warning is printed once).
+fn first_warning(name: &str, message: &str) -> bool {
+    static SAID: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    SAID.get_or_init(Default::default)
+        .lock()
+        .map(|mut said| said.insert(format!("{name}\n{message}")))
+        .unwrap_or(true)
+}
+
 /// `rca config ...`
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Validate a configuration file; every problem names its key and the fix.
+    /// Validate a configuration file; every problem names its key and the fix. Each model's
+    /// server is then asked which models it serves (`GET {base_url}/models`): a model name it
+    /// does not serve is a problem; a server that cannot be asked is a warning (the name is
+    /// left unchecked). Exit status 0 when the file is good, 1 otherwise.
     Check {
         /// The TOML file.
         file: std::path::PathBuf,
+        /// Do not ask the model servers for their models (check the file alone).
+        #[arg(long)]
+        offline: bool,
+        /// How long each server may take to list its models, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+        server_timeout: u64,
     },
+}
+
+/// What a model's server said about the configured model name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServedCheck {
+    /// The server lists the model.
+    Served,
+    /// The server lists other models only (these).
+    NotServed(Vec<String>),
+    /// The server could not be asked (why).
+    Unasked(String),
+}
+
+/// Asks the server of `model` which models it serves (`GET {base_url}/models`, bounded by
+/// `timeout`) and whether the configured name is among them.
+pub async fn check_served(model: &ModelConfig, timeout: std::time::Duration) -> ServedCheck {
+    let client = match rca_llm::OpenAiClient::new(model.clone()) {
+        Ok(c) => c,
+        Err(e) => return ServedCheck::Unasked(e.to_string()),
+    };
+    match client.served_models(timeout).await {
+        Ok(served)
+            if served
+                .iter()
+                .any(|s| rca_llm::openai::wire::same_model(&model.model, s)) =>
+        {
+            ServedCheck::Served
+        }
+        Ok(served) => ServedCheck::NotServed(served),
+        Err(e) => ServedCheck::Unasked(e.to_string()),
+    }
+}
+
+/// The model-name problems of `config`'s models as their servers answer (see
+/// [`check_served`]); the servers that could not be asked are printed as warnings.
+async fn served_problems(config: &Config, timeout: std::time::Duration) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (name, m) in &config.models {
+        match check_served(m, timeout).await {
+            ServedCheck::Served => println!(
+                "models.{name}: the server at {} serves \"{}\"",
+                m.base_url, m.model
+            ),
+            ServedCheck::NotServed(served) => problems.push(Problem {
+                key: format!("models.{name}.model"),
+                message: format!(
+                    "\"{}\" is not among the models the server at {} serves ({}); name one of \
+                     them (a server that answers any name would otherwise run another model)",
+                    m.model,
+                    m.base_url,
+                    if served.is_empty() {
+                        "it lists none".to_string()
+                    } else {
+                        served.join(", ")
+                    }
+                ),
+            }),
+            ServedCheck::Unasked(why) => eprintln!(
+                "warning: models.{name}: the server at {} could not be asked for its models \
+                 ({why}); the model name \"{}\" is unchecked",
+                m.base_url, m.model
+            ),
+        }
+    }
+    problems
 }
 
 /// Runs `rca config ...`.
 pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
     match command {
-        ConfigCommand::Check { file } => match Config::load(&file) {
-            Ok(c) => {
-                println!(
-                    "{}: ok ({} model(s), roles with models: {})",
-                    file.display(),
-                    c.models.len(),
-                    [
-                        &c.roles.planner,
-                        &c.roles.explorer,
-                        &c.roles.controller,
-                        &c.roles.reasoner
-                    ]
-                    .iter()
-                    .filter(|r| r.is_some())
-                    .count()
-                );
-                Ok(())
-            }
-            Err(problems) => {
-                for p in &problems {
-                    eprintln!("error: {p}");
+        ConfigCommand::Check {
+            file,
+            offline,
+            server_timeout,
+        } => {
+            let mut problems = match Config::load(&file) {
+                Ok(c) => {
+                    let served = if offline || c.models.is_empty() {
+                        Vec::new()
+                    } else {
+                        let timeout = std::time::Duration::from_secs(server_timeout.max(1));
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()?
+                            .block_on(served_problems(&c, timeout))
+                    };
+                    if served.is_empty() {
+                        println!(
+                            "{}: ok ({} model(s), roles with models: {})",
+                            file.display(),
+                            c.models.len(),
+                            [
+                                &c.roles.planner,
+                                &c.roles.explorer,
+                                &c.roles.controller,
+                                &c.roles.reasoner
+                            ]
+                            .iter()
+                            .filter(|r| r.is_some())
+                            .count()
+                        );
+                        return Ok(());
+                    }
+                    served
                 }
-                anyhow::bail!("{}: {} problem(s)", file.display(), problems.len())
+                Err(problems) => problems,
+            };
+            sort_by_line(&mut problems);
+            for p in &problems {
+                eprintln!("error: {p}");
             }
-        },
+            anyhow::bail!("{}: {} problem(s)", file.display(), problems.len())
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use rca_agents::orchestra::IncidentTelemetry;
 #[cfg(feature = "sql")]
 use rca_agents::orchestra::pipeline::service_graph;
 use rca_agents::orchestra::{DiagnosisPipeline, Onset, PipelineConfig, RoleModels};
+use rca_agents::report::runs;
 use rca_agents::report::{ReportBundle, render_html, render_json, render_markdown};
 use rca_tools::incident_dir::IncidentDir;
 
@@ -34,7 +35,9 @@ pub struct DiagnoseArgs {
     /// Also write a self-contained HTML report here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Where to save the trajectory (default: `rca-runs/<incident id>/trajectory.json`).
+    /// Where to save the trajectory (default: a new run in the runs store,
+    /// `rca-runs/<incident id>/<run id>/trajectory.json`, named in
+    /// `rca-runs/<incident id>/latest`).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
     /// Length of the current window before the detection time, in minutes (default: the
@@ -210,6 +213,15 @@ pub async fn run(args: DiagnoseArgs) -> anyhow::Result<()> {
     progress.inc(1);
     progress.finish();
     outputs.print(&bundle, &redactor);
+    if bundle.report.candidates.is_empty() {
+        // Nothing pointed at a component: not a success (the report says why).
+        return Err(crate::NoRootCause(format!(
+            "{}; trajectory saved to {}",
+            bundle.report.root_cause,
+            saved.display()
+        ))
+        .into());
+    }
     eprintln!("trajectory saved to {}", saved.display());
     Ok(())
 }
@@ -278,7 +290,7 @@ pub(crate) fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Conf
 /// Where a diagnosis goes: the trajectory record, an optional HTML report, and the report on
 /// stdout as Markdown or JSON. Everything is redacted first.
 pub(crate) struct Outputs<'a> {
-    /// The trajectory file (default: `rca-runs/<incident id>/trajectory.json`).
+    /// The trajectory file (default: a new run in `rca-runs/<incident id>/<run id>/`).
     pub trajectory: Option<&'a std::path::Path>,
     /// The HTML report, if asked for.
     pub html: Option<&'a std::path::Path>,
@@ -287,7 +299,8 @@ pub(crate) struct Outputs<'a> {
 }
 
 impl Outputs<'_> {
-    /// Writes the trajectory record and the HTML report; returns the trajectory's path.
+    /// Writes the trajectory record, the HTML report, and for a run in the runs store its
+    /// Markdown report (`report.md` beside the trajectory); returns the trajectory's path.
     pub fn write(
         &self,
         bundle: &ReportBundle,
@@ -295,6 +308,18 @@ impl Outputs<'_> {
         redactor: &rca_llm::Redactor,
     ) -> anyhow::Result<PathBuf> {
         let path = self.write_record(&bundle.incident, record, redactor)?;
+        // A run in the runs store keeps its Markdown report beside the trajectory (as the MCP
+        // server's runs do, which serves both).
+        if self.trajectory.is_none()
+            && let Some(dir) = path.parent()
+        {
+            let report = dir.join(runs::REPORT_FILE);
+            write_atomic(
+                &report,
+                redactor.redact(&render_markdown(bundle)).as_bytes(),
+            )
+            .with_context(|| format!("cannot write {}", report.display()))?;
+        }
         if let Some(html) = self.html {
             write_atomic(html, redactor.redact(&render_html(bundle)).as_bytes())
                 .with_context(|| format!("cannot write {}", html.display()))?;
@@ -302,18 +327,22 @@ impl Outputs<'_> {
         Ok(path)
     }
 
-    /// Writes the trajectory record only; returns its path.
+    /// Writes the trajectory record only; returns its path. Without an explicit path the run
+    /// gets its own folder in the runs store, `rca-runs/<incident id>/<run id>/trajectory.json`
+    /// (see [`rca_agents::report::runs`]), and becomes the incident's `latest`: runs sit side
+    /// by side instead of overwriting one another.
     pub fn write_record(
         &self,
         incident: &rca_core::Incident,
         mut record: serde_json::Value,
         redactor: &rca_llm::Redactor,
     ) -> anyhow::Result<PathBuf> {
-        let trajectory_path = self.trajectory.map(PathBuf::from).unwrap_or_else(|| {
-            PathBuf::from("rca-runs")
-                .join(sanitize(&incident.id))
-                .join("trajectory.json")
-        });
+        redactor.redact_json(&mut record);
+        let Some(trajectory_path) = self.trajectory else {
+            let root = PathBuf::from(runs::DEFAULT_RUNS_DIR);
+            return save_run(&root, &incident.id, record);
+        };
+        let text = serde_json::to_string_pretty(&record)?;
         if let Some(dir) = trajectory_path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
@@ -321,13 +350,9 @@ impl Outputs<'_> {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        redactor.redact_json(&mut record);
-        write_atomic(
-            &trajectory_path,
-            serde_json::to_string_pretty(&record)?.as_bytes(),
-        )
-        .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
-        Ok(trajectory_path)
+        write_atomic(trajectory_path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", trajectory_path.display()))?;
+        Ok(trajectory_path.to_path_buf())
     }
 
     /// Prints the report.
@@ -347,16 +372,35 @@ pub use rca_agents::report::TRAJECTORY_FORMAT_VERSION;
 /// through a symlink, `-` to stdout (see [`rca_tools::files::write_atomic`]).
 pub use rca_tools::files::write_atomic;
 
-fn sanitize(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+/// Saves a (redacted) trajectory record as a new run of `incident_id` in the runs store under
+/// `root`: a run folder of its own, the record with its `run_id`, then the `latest` pointer.
+/// Returns the trajectory's path.
+pub(crate) fn save_run(
+    root: &std::path::Path,
+    incident_id: &str,
+    mut record: serde_json::Value,
+) -> anyhow::Result<PathBuf> {
+    let run = runs::create_run(root, incident_id).with_context(|| {
+        format!(
+            "cannot create a run folder for {incident_id} in {}",
+            root.display()
+        )
+    })?;
+    if let Some(fields) = record.as_object_mut() {
+        fields.insert("run_id".into(), serde_json::json!(run.id));
+    }
+    let text = serde_json::to_string_pretty(&record)?;
+    let path = run.dir.join(runs::TRAJECTORY_FILE);
+    write_atomic(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    runs::set_latest(root, incident_id, &run.id).with_context(|| {
+        format!(
+            "cannot record {} as the latest run in {}",
+            run.id,
+            root.display()
+        )
+    })?;
+    Ok(path)
 }
 
 #[cfg(test)]

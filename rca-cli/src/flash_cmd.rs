@@ -50,7 +50,9 @@ pub struct FlashArgs {
     /// Print the report as JSON instead of Markdown.
     #[arg(long)]
     pub json: bool,
-    /// Where to save the trajectory (default: `rca-runs/<incident id>/trajectory.json`).
+    /// Where to save the trajectory (default: a new run in the runs store,
+    /// `rca-runs/<incident id>/<run id>/trajectory.json`, named in
+    /// `rca-runs/<incident id>/latest`).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
 }
@@ -178,6 +180,16 @@ pub async fn run(args: FlashArgs) -> anyhow::Result<()> {
     };
     let saved = outputs.write(&bundle, record, &redactor)?;
     outputs.print(&bundle, &redactor);
+    if !run.established {
+        // Not a success: the report says so, and so does the exit status.
+        return Err(crate::NoRootCause(format!(
+            "the guide did not establish a root cause ({:?}: {}); trajectory saved to {}",
+            run.trajectory.outcome,
+            run.report.root_cause,
+            saved.display()
+        ))
+        .into());
+    }
     eprintln!("trajectory saved to {}", saved.display());
     Ok(())
 }

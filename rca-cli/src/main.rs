@@ -31,9 +31,16 @@ mod react_cmd;
 #[cfg(any(feature = "otlp", feature = "mcp"))]
 mod serving;
 
+/// The exit statuses of `rca diagnose`, `rca react` and `rca flash` (shown in `rca --help`).
+const EXIT_STATUSES: &str = "Exit status (diagnose, react, flash): 0 the run established a root \
+cause; 3 the run finished without one (react's controller did not finalize, flash's guide did not \
+establish one, diagnose found nothing pointing at a component); the report and trajectory are \
+still written. 1 the command failed (bad input, unreadable files, a run that could not finish); \
+2 the command line is wrong.";
+
 /// Diagnose cloud incidents with tool-augmented agents, and mitigate them safely.
 #[derive(Debug, Parser)]
-#[command(name = "rca", version, about, long_about = None)]
+#[command(name = "rca", version, about, long_about = None, after_help = EXIT_STATUSES)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -94,8 +101,39 @@ enum Command {
     Mcp(mcp_cmd::McpArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// A run that finished without establishing a root cause: not a success (exit status
+/// [`EXIT_NO_ROOT_CAUSE`]), though its report and trajectory were written.
+#[derive(Debug)]
+pub(crate) struct NoRootCause(pub String);
+
+impl std::fmt::Display for NoRootCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoRootCause {}
+
+/// The exit status of a run that found no root cause (see [`EXIT_STATUSES`]).
+pub(crate) const EXIT_NO_ROOT_CAUSE: u8 = 3;
+
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => match e.downcast_ref::<NoRootCause>() {
+            Some(none) => {
+                eprintln!("no root cause: {none}");
+                std::process::ExitCode::from(EXIT_NO_ROOT_CAUSE)
+            }
+            None => {
+                eprintln!("Error: {e:?}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     let Some(command) = cli.command else {
         Cli::command().print_help()?;
         return Ok(());

@@ -35,7 +35,9 @@ pub struct ReactArgs {
     /// Also write a self-contained HTML report here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Where to save the trajectory (default: `rca-runs/<incident id>/trajectory.json`).
+    /// Where to save the trajectory (default: a new run in the runs store,
+    /// `rca-runs/<incident id>/<run id>/trajectory.json`, named in
+    /// `rca-runs/<incident id>/latest`).
     #[arg(long, value_name = "FILE")]
     pub trajectory: Option<PathBuf>,
     /// Steps before the run stops (default: the config's `budgets.max_steps`).
@@ -206,11 +208,12 @@ pub async fn run(args: ReactArgs) -> anyhow::Result<()> {
     let Some(report) = run.report.clone() else {
         // Nothing to report; the trajectory still tells what happened.
         let saved = outputs.write_record(&loaded.incident, record, &redactor)?;
-        anyhow::bail!(
+        return Err(crate::NoRootCause(format!(
             "the controller did not finalize ({:?}); trajectory saved to {}",
             run.trajectory.outcome,
             saved.display()
-        );
+        ))
+        .into());
     };
     let bundle = report_bundle(
         &loaded,

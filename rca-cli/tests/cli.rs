@@ -565,6 +565,62 @@ fn diagnose_the_bundled_incident() {
     );
 }
 
+/// Without `--trajectory`, every run of an incident gets its own folder in `rca-runs/`
+/// (`<incident>/<run id>/trajectory.json`) and becomes the incident's `latest`: a second run
+/// of the same incident keeps the first.
+#[test]
+fn two_diagnoses_of_one_incident_are_kept_side_by_side() {
+    let work = tempfile::tempdir().unwrap();
+    let incident = repo_root().join("examples/incidents/trainticket-cpu");
+    let mut said = Vec::new();
+    for _ in 0..2 {
+        let out = rca()
+            .current_dir(work.path())
+            .args(["diagnose", "--json"])
+            .arg(&incident)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let runs = work.path().join("rca-runs");
+    let incidents: Vec<_> = std::fs::read_dir(&runs).unwrap().flatten().collect();
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    let incident_dir = incidents[0].path();
+    let mut ids: Vec<String> = std::fs::read_dir(&incident_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids.len(), 2, "two runs, side by side: {ids:?}");
+    for (id, stderr) in ids.iter().zip(&said) {
+        let path = incident_dir.join(id).join("trajectory.json");
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(saved["run_id"], id.as_str());
+        assert!(stderr.contains(id.as_str()), "the run says where: {stderr}");
+        let report = std::fs::read_to_string(incident_dir.join(id).join("report.md")).unwrap();
+        assert!(report.contains("## Evidence chain"), "{report}");
+    }
+    let latest = std::fs::read_to_string(incident_dir.join("latest")).unwrap();
+    assert_eq!(latest.trim(), ids[1], "the latest is the second run");
+    let name = incident_dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        rca_agents::report::runs::latest(&runs, &name).as_deref(),
+        Some(ids[1].as_str())
+    );
+}
+
 #[test]
 fn diagnose_reports_a_bad_directory_clearly() {
     let dir = tempfile::tempdir().unwrap();
@@ -626,6 +682,10 @@ fn bad_inputs_from_the_corpus() {
             case["ok"].as_bool().unwrap(),
             "{name}: {stderr}"
         );
+        if let Some(status) = case.get("status") {
+            let status = status.as_i64().map(|s| s as i32);
+            assert_eq!(out.status.code(), status, "{name}: {stderr}");
+        }
         for words in case["stderr"].as_array().unwrap() {
             let words = words.as_str().unwrap();
             assert!(stderr.contains(words), "{name}: {words:?} not in {stderr}");
@@ -1004,6 +1064,152 @@ fn the_configuration_guide_example_passes_config_check() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A stub OpenAI-compatible server on loopback that answers every request with `body`
+/// (HTTP 200, JSON); its base URL (`.../v1`).
+fn stub_openai_server(body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// `rca config check` asks each model's server for its models: a name the server does not
+/// serve fails the check and names the served ones; a served name passes; a server that
+/// cannot be asked is a warning, not a failure; `--offline` asks nothing.
+#[test]
+fn config_check_asks_the_server_for_the_model_name() {
+    let url =
+        stub_openai_server(r#"{"object":"list","data":[{"id":"served-model","object":"model"}]}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let check = |base_url: &str, model: &str, extra: &[&str]| {
+        let file = dir.path().join(format!("{model}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "[models.m]\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\n[roles]\nreasoner = \"m\"\n"
+            ),
+        )
+        .unwrap();
+        let out = rca()
+            .args(["config", "check"])
+            .arg(&file)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, stderr) = check(&url, "wrong-name", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("models.m.model")
+            && stderr.contains("\"wrong-name\" is not among the models")
+            && stderr.contains("served-model"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = check(&url, "served-model", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("serves \"served-model\""), "{stdout}");
+    // `--offline`: the file alone.
+    let (code, stdout, _) = check(&url, "wrong-name", &["--offline"]);
+    assert_eq!(code, Some(0));
+    assert!(!stdout.contains("serves"), "{stdout}");
+    // Nothing listens: a warning, the name unchecked.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (code, _, stderr) = check(&format!("http://127.0.0.1:{closed}/v1"), "other", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("could not be asked") && stderr.contains("unchecked"),
+        "{stderr}"
+    );
+}
+
+/// `rca diagnose --config` against a server that counts its tokens and answers as another
+/// model: the report's usage is the server's counts summed over every call (not 0), and the
+/// other model is warned about once, as it happens.
+#[test]
+fn diagnose_sums_the_server_counted_usage_and_warns_about_another_model() {
+    let url = stub_openai_server(
+        r#"{"id":"chatcmpl-1","object":"chat.completion","model":"other-model","choices":[{"index":0,"message":{"role":"assistant","content":"{\"decision\": \"continue\"}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1234,"completion_tokens":5,"total_tokens":1239}}"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rca.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[models.m]\nbase_url = \"{url}\"\nmodel = \"configured-model\"\n\
+             [roles]\nplanner = \"m\"\ncontroller = \"m\"\nreasoner = \"m\"\n\
+             [budgets]\nwall_seconds = 60\n"
+        ),
+    )
+    .unwrap();
+    let trajectory = dir.path().join("t.json");
+    let out = rca()
+        .current_dir(repo_root())
+        .args(["diagnose", "examples/incidents/trainticket-cpu", "--json"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--trajectory")
+        .arg(&trajectory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("answered with model `other-model`, not the configured `configured-model`")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prompt = report["usage"]["prompt_tokens"].as_u64().unwrap();
+    let completion = report["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(
+        prompt >= 3 * 1234,
+        "planner, controller, reasoner: {prompt}"
+    );
+    assert_eq!(prompt % 1234, 0, "only the server's counts: {prompt}");
+    assert_eq!(prompt / 1234, completion / 5, "one count per call");
+    assert_eq!(report["usage"]["estimated"], false);
+    // The steps carry their calls' share: here every call, the reasoner's too (its answer
+    // does not fit a report, so its call is in the step of its fallback).
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trajectory).unwrap()).unwrap();
+    let steps: u64 = saved["trajectory"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(steps, prompt, "the steps' sum");
+    assert_eq!(saved["trajectory"]["usage"]["prompt_tokens"], prompt);
 }
 
 #[test]
@@ -1557,13 +1763,15 @@ fn flash_asks_on_the_terminal_and_gives_up_after_its_timeout() {
         report["root_cause"],
         "metrics of ts-contacts-service-866bd68c97-xcqfx read"
     );
-    // Nobody answers (the terminal stays open): the question times out and the run goes on.
+    // Nobody answers (the terminal stays open): the question times out and the run goes on,
+    // to no root cause (exit status 3), its trajectory saved.
     let silent = dir.path().join("silent.json");
     let mut child = flash(&silent, "1");
     let _held_open = child.stdin.take();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1580,6 +1788,108 @@ fn flash_asks_on_the_terminal_and_gives_up_after_its_timeout() {
         "{asked}"
     );
     assert!(saved["memory"]["facts"].get("component").is_none());
+}
+
+/// One exit-status convention for diagnose, react and flash: a flash run whose guide does not
+/// establish a root cause is not a success (status 3), though its report is printed and its
+/// trajectory saved; the statuses are in `rca --help`.
+#[test]
+fn flash_without_a_root_cause_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("t.json");
+    let out = rca()
+        .current_dir(repo_root())
+        .args([
+            "flash",
+            "examples/incidents/trainticket-cpu",
+            "--guide",
+            "examples/recurring-incidents/cases/cpu-contention/guide.md",
+            "--fact",
+            "component=no-such-pod",
+            "--json",
+            "--trajectory",
+        ])
+        .arg(&trajectory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no root cause: the guide did not establish a root cause"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["root_cause"],
+        "no root cause was established by the guide"
+    );
+    assert!(trajectory.is_file());
+    let help = rca().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit status") && help.contains("3 the run finished without one"),
+        "{help}"
+    );
+}
+
+/// The same convention for react: a run whose step budget ends before the controller
+/// finalizes exits 3 (it exited 1, like an error), its trajectory saved.
+#[test]
+fn react_out_of_steps_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("t.json");
+    let out = rca()
+        .current_dir(repo_root())
+        .args([
+            "react",
+            "examples/incidents/trainticket-cpu",
+            "--max-steps",
+            "1",
+            "--trajectory",
+        ])
+        .arg(&trajectory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no root cause: the controller did not finalize (StepBudgetExhausted)"),
+        "{stderr}"
+    );
+    assert!(trajectory.is_file());
+}
+
+/// The README's `rca flash` command for the bundled incident, run as written (plus a
+/// trajectory path and `--json`): the deterministic policy follows the guide to its conclusion.
+#[test]
+fn the_readme_flash_command_runs_with_the_deterministic_policy() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run -p rca-cli -- flash "))
+        .expect("the README documents an `rca flash` command");
+    let args: Vec<&str> = line
+        .trim_start_matches("cargo run -p rca-cli -- ")
+        .split_whitespace()
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = rca()
+        .current_dir(repo_root())
+        .args(&args)
+        .arg("--json")
+        .arg("--trajectory")
+        .arg(dir.path().join("t.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{line}: {stderr}");
+    assert!(stderr.contains("with the deterministic policy"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let root_cause = report["root_cause"].as_str().unwrap();
+    assert!(
+        root_cause.starts_with("cpu_contention:") && readme.contains(root_cause),
+        "the README says what it concludes: {root_cause}"
+    );
 }
 
 /// `rca mitigate generate` writes scenario files that `rca mitigate check` accepts, one per

@@ -42,7 +42,7 @@ pub use hashing::{HashingConfig, HashingEmbedder};
 #[cfg(feature = "fastembed")]
 pub use minilm::{FastEmbedConfig, FastEmbedder};
 #[cfg(feature = "http")]
-pub use openai::{OpenAiClient, OpenAiConfig, ServerFeatures};
+pub use openai::{OpenAiClient, OpenAiConfig, ServerFeatures, WarningSink};
 pub use record::RecordingModel;
 pub use redact::{RedactingModel, Redactor};
 pub use replay::ReplayModel;

@@ -886,3 +886,134 @@ mod local_server {
         assert!(!out.usage.estimated && out.usage.completion_tokens > 0);
     }
 }
+
+/// A server that answers with another model than the configured one (it answers any name) is
+/// reported through the warning sink, once per client however many calls follow.
+#[tokio::test]
+async fn an_answer_from_another_model_is_warned_about_once() {
+    let s = server().await;
+    let mut body = completion(&["ok"], Some((5, 1)));
+    body["model"] = json!("some-other-model");
+    chat()
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .expect(2)
+        .mount(&s)
+        .await;
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = said.clone();
+    let model = client(&s.uri(), retries(0)).with_warnings(Arc::new(move |m: &str| {
+        sink.lock().unwrap().push(m.to_string());
+    }));
+    for _ in 0..2 {
+        let out = model.complete(ask("hi")).await.unwrap();
+        assert_eq!(out.model, "some-other-model");
+    }
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("some-other-model") && said[0].contains(MODEL),
+        "{said:?}"
+    );
+}
+
+/// A streamed answer whose chunks name another model is reported once too.
+#[tokio::test]
+async fn a_stream_from_another_model_is_warned_about_once() {
+    let s = server().await;
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "model": "some-other-model",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let body = sse(&[
+        chunk(json!({"content": "ok"}), Value::Null),
+        chunk(json!({}), json!("stop")),
+    ]);
+    chat()
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .expect(2)
+        .mount(&s)
+        .await;
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = said.clone();
+    let model = client(&s.uri(), retries(0)).with_warnings(Arc::new(move |m: &str| {
+        sink.lock().unwrap().push(m.to_string());
+    }));
+    for _ in 0..2 {
+        let events: Vec<StreamEvent> = model
+            .stream(ask("x"))
+            .await
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect()
+            .await;
+        assert!(!events.is_empty());
+    }
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("some-other-model"), "{said:?}");
+}
+
+/// The same model (or a dated snapshot of it) in the answer says nothing.
+#[tokio::test]
+async fn an_answer_from_the_configured_model_is_not_warned_about() {
+    let s = server().await;
+    let mut body = completion(&["ok"], Some((5, 1)));
+    body["model"] = json!(format!("{MODEL}-2024-08-06"));
+    chat()
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(&s)
+        .await;
+    let said = Arc::new(AtomicUsize::new(0));
+    let count = said.clone();
+    let model = client(&s.uri(), retries(0)).with_warnings(Arc::new(move |_: &str| {
+        count.fetch_add(1, Ordering::SeqCst);
+    }));
+    model.complete(ask("hi")).await.unwrap();
+    assert_eq!(said.load(Ordering::SeqCst), 0);
+}
+
+/// `GET /v1/models`: the served ids; an error status and a server that does not answer in
+/// time are errors that say so.
+#[tokio::test]
+async fn served_models_are_listed_and_failures_are_clear() {
+    let s = server().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .and(header("authorization", "Bearer sk-test"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list",
+            "data": [{"id": MODEL, "object": "model"}, {"id": "other", "object": "model"}]
+        })))
+        .mount(&s)
+        .await;
+    let served = client(&s.uri(), retries(0))
+        .served_models(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(served, vec![MODEL.to_string(), "other".to_string()]);
+
+    let missing = server().await;
+    let e = client(&missing.uri(), retries(0))
+        .served_models(Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("404"), "{e}");
+
+    let slow = server().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"data": []}))
+                .set_delay(Duration::from_secs(30)),
+        )
+        .mount(&slow)
+        .await;
+    let started = std::time::Instant::now();
+    let e = client(&slow.uri(), retries(0))
+        .served_models(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10), "bounded");
+    assert!(e.to_string().contains("did not answer within"), "{e}");
+}

@@ -49,7 +49,7 @@ pub use http::{
 pub use incidents::{IncidentRoot, LoadedIncident};
 pub use limits::McpLimits;
 pub use live::{LIVE_INCIDENT, LiveSources};
-pub use runs::{REPORT_FILE, RUNS_URI, StoredFile, TRAJECTORY_FILE, run_folder};
+pub use runs::{LATEST_RUN, REPORT_FILE, RUNS_URI, StoredFile, TRAJECTORY_FILE, run_folder};
 pub use server::{INVESTIGATE_PROMPT, McpServerConfig, RcaMcp, serve_stdio};
 pub use snapshots::BoundedSnapshotStore;
 

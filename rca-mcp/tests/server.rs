@@ -88,12 +88,18 @@ async fn tools_on_the_bundled_incident_are_bounded_and_the_diagnosis_is_stored()
     );
     assert!(markdown.starts_with('#'));
     let uri = diagnosis["trajectory_uri"].as_str().unwrap();
-    let folder = uri
+    // `rca://runs/<incident>/<run id>/trajectory.json`, the incident's latest run.
+    let (run, file) = uri
         .trim_start_matches("rca://runs/")
-        .split('/')
-        .next()
+        .rsplit_once('/')
         .unwrap();
-    assert!(runs.path().join(folder).join("trajectory.json").is_file());
+    assert_eq!(file, "trajectory.json");
+    assert!(runs.path().join(run).join(file).is_file());
+    let (incident, run_id) = run.split_once('/').unwrap();
+    assert_eq!(
+        rca_agents::report::runs::latest(runs.path(), incident).as_deref(),
+        Some(run_id)
+    );
 
     // Refusals are errors the client reads.
     for (tool, a, says) in [

@@ -438,6 +438,9 @@ pub struct ContextRecord {
 pub struct FlashRun {
     /// The final answer, when one was reached.
     pub answer: Option<String>,
+    /// Whether the run established a root cause: its final answer is a conclusion (a
+    /// branch's, or the one the policy gave), not the note that the guide ended without one.
+    pub established: bool,
     /// The report.
     pub report: DiagnosisReport,
     /// The working memory at the end.
@@ -587,6 +590,7 @@ impl FlashAgent {
         let mut evidence: Vec<Evidence> = Vec::new();
         let mut solution: Option<String> = None;
         let mut concluded_by_rule = false;
+        let mut established = false;
         let mut injected: Vec<(usize, String, String)> = Vec::new();
         // The facts each step's `Fact:` lines have read (the first matching observation wins).
         let mut captured: Vec<(usize, String)> = Vec::new();
@@ -831,19 +835,18 @@ impl FlashAgent {
                         let total = memory.plan.as_ref().map(|p| p.steps.len()).unwrap_or(0);
                         let text = match &args["next"] {
                             serde_json::Value::String(s) if s == "final" => {
-                                let answer = args["answer"]
-                                    .as_str()
-                                    .map(str::to_string)
-                                    .or_else(|| {
+                                let given =
+                                    args["answer"].as_str().map(str::to_string).or_else(|| {
                                         memory
                                             .results
                                             .iter()
                                             .rev()
                                             .find_map(|r| r.conclusion.clone())
-                                    })
-                                    .unwrap_or_else(|| {
-                                        "no root cause was established by the guide".to_string()
                                     });
+                                established = given.is_some();
+                                let answer = given.unwrap_or_else(|| {
+                                    "no root cause was established by the guide".to_string()
+                                });
                                 if args["answer"].is_string() && !concluded_by_rule {
                                     concluded_by_rule = memory
                                         .plan
@@ -1000,6 +1003,7 @@ impl FlashAgent {
             evidence,
             responsibility: Responsibility::Platform,
             confidence: match (&answer, concluded_by_rule) {
+                _ if !established => 0.1,
                 (Some(_), true) => 0.8,
                 (Some(_), false) => 0.5,
                 (None, _) => 0.1,
@@ -1009,6 +1013,7 @@ impl FlashAgent {
             elapsed_ms: trajectory.elapsed_ms,
         };
         Ok(FlashRun {
+            established: established && answer.is_some(),
             answer,
             report,
             memory,

@@ -10,7 +10,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rca_core::llm::{ChatModel, CompletionRequest, Message, ResponseFormat};
+use rca_core::LlmError;
+use rca_core::llm::{
+    Capabilities, ChatModel, CompletionRequest, CompletionResponse, Message, ResponseFormat, Usage,
+};
 use rca_core::{DiagnosisReport, Evidence, Incident, Modality, Responsibility};
 use rca_llm::json::{JsonRegen, repair};
 use schemars::JsonSchema;
@@ -28,6 +31,48 @@ pub const ROLE_MAX_TOKENS: u32 = 200;
 
 /// Evidence lines (the highest-scored) a controller or reasoner prompt shows.
 pub const PROMPT_EVIDENCE_LINES: usize = 20;
+
+/// A role's model with the tokens it spends counted: every call, JSON regeneration included,
+/// as the server reported them (estimates, marked so, where it reported none).
+struct Metered {
+    inner: Arc<dyn ChatModel>,
+    spent: std::sync::Mutex<Usage>,
+}
+
+impl Metered {
+    fn new(inner: Arc<dyn ChatModel>) -> Self {
+        Metered {
+            inner,
+            spent: std::sync::Mutex::new(Usage::default()),
+        }
+    }
+
+    /// Everything spent so far.
+    fn spent(&self) -> Usage {
+        // A poisoned lock still holds the counts.
+        *self.spent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl ChatModel for Metered {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn complete(&self, request: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let response = self.inner.complete(request).await?;
+        self.spent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(&response.usage);
+        Ok(response)
+    }
+}
 
 /// Asks `model` for JSON following the schema of `T` (structured output where the server has
 /// it, a prompt hint otherwise) and parses its answer as `T`, repairing and regenerating JSON
@@ -108,13 +153,15 @@ fn evidence_table(evidence: &[Evidence], max: usize) -> String {
 
 /// A planner backed by a model.
 pub struct ModelPlanner {
-    model: Arc<dyn ChatModel>,
+    model: Metered,
 }
 
 impl ModelPlanner {
     /// A planner asking `model`.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        ModelPlanner { model }
+        ModelPlanner {
+            model: Metered::new(model),
+        }
     }
 }
 
@@ -140,6 +187,10 @@ modality and what to find out there. Answer with JSON: {\"rationale\": \"...\", 
 
 #[async_trait]
 impl Planner for ModelPlanner {
+    fn usage(&self) -> Usage {
+        self.model.spent()
+    }
+
     async fn plan(
         &self,
         incident: &Incident,
@@ -196,7 +247,7 @@ impl Planner for ModelPlanner {
         }
         let answer: PlanAnswer = ask_json(
             "planner",
-            self.model.as_ref(),
+            &self.model,
             PLANNER_SYSTEM,
             user,
             r#"{"rationale": "...", "subgoals": [{"modality": "...", "goal": "...", "focus": []}]}"#,
@@ -231,14 +282,17 @@ impl Planner for ModelPlanner {
 
 /// A controller backed by a model, held to the convergence rule.
 pub struct ModelController {
-    model: Arc<dyn ChatModel>,
+    model: Metered,
     rule: ConvergenceController,
 }
 
 impl ModelController {
     /// A controller asking `model`, concluding only when `rule` sees convergence.
     pub fn new(model: Arc<dyn ChatModel>, rule: ConvergenceController) -> Self {
-        ModelController { model, rule }
+        ModelController {
+            model: Metered::new(model),
+            rule,
+        }
     }
 }
 
@@ -256,6 +310,10 @@ is not working and must be revised). Answer with JSON: {\"decision\": \"continue
 
 #[async_trait]
 impl Controller for ModelController {
+    fn usage(&self) -> Usage {
+        self.model.spent()
+    }
+
     async fn decide(&self, view: &InvestigationView<'_>) -> Result<Decision, OrchestraError> {
         let user = format!(
             "{}\n\nPlan ({} of {} subgoals done):\n{}\n\nFailing modalities: {}\n\nEvidence:\n{}",
@@ -277,7 +335,7 @@ impl Controller for ModelController {
         );
         let answer: DecisionAnswer = ask_json(
             "controller",
-            self.model.as_ref(),
+            &self.model,
             CONTROLLER_SYSTEM,
             user,
             r#"{"decision": "continue", "reason": "..."}"#,
@@ -323,7 +381,7 @@ impl Controller for ModelController {
 /// A reasoner backed by a model: the deterministic ranking is offered as a hint, the model
 /// writes the report, and its candidates are kept only when evidence names them.
 pub struct ModelReasoner {
-    model: Arc<dyn ChatModel>,
+    model: Metered,
     ranking: EvidenceReasoner,
 }
 
@@ -331,7 +389,7 @@ impl ModelReasoner {
     /// A reasoner asking `model`.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         ModelReasoner {
-            model,
+            model: Metered::new(model),
             ranking: EvidenceReasoner::default(),
         }
     }
@@ -360,6 +418,10 @@ the evidence. Answer with JSON: {\"root_cause\": \"...\", \"solution\": \"...\",
 
 #[async_trait]
 impl Reasoner for ModelReasoner {
+    fn usage(&self) -> Usage {
+        self.model.spent()
+    }
+
     async fn reason(
         &self,
         incident: &Incident,
@@ -382,7 +444,7 @@ impl Reasoner for ModelReasoner {
         );
         let answer: ReportAnswer = ask_json(
             "reasoner",
-            self.model.as_ref(),
+            &self.model,
             REASONER_SYSTEM,
             user,
             r#"{"root_cause": "...", "solution": "...", "responsibility": "platform", "confidence": 0.5, "fault_type": "...", "candidates": []}"#,

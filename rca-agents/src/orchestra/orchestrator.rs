@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rca_core::embed::Embedder;
+use rca_core::llm::Usage;
 use rca_core::memory::{Conclusion, LongTermMemory, MemoryEntry, ShortTermMemory};
 use rca_core::trajectory::{Action, Observation, Outcome, Step, Trajectory};
 use rca_core::{DiagnosisReport, Evidence, Incident, Modality};
@@ -73,6 +74,9 @@ pub enum RunEvent {
     Planned {
         /// The plan.
         plan: Plan,
+        /// The tokens the planner's model spent on it (zero for a policy).
+        #[serde(default)]
+        usage: Usage,
     },
     /// An explorer ran a subgoal.
     Explored {
@@ -110,6 +114,9 @@ pub enum RunEvent {
     Decided {
         /// The decision.
         decision: Decision,
+        /// The tokens the controller's model spent on it (zero for a policy).
+        #[serde(default)]
+        usage: Usage,
     },
     /// An exploration identical to one already made (the same explorer, escalation, window,
     /// focus and shared conclusions) was not run again: its findings stand.
@@ -134,7 +141,36 @@ pub enum RunEvent {
         role: String,
         /// What went wrong with the model.
         error: String,
+        /// The tokens the model spent before it failed (its unusable answers, their
+        /// regeneration).
+        #[serde(default)]
+        usage: Usage,
     },
+}
+
+impl RunEvent {
+    /// The tokens a role's model spent in this event (zero for explorers and policies).
+    pub fn usage(&self) -> Usage {
+        match self {
+            RunEvent::Planned { usage, .. }
+            | RunEvent::Decided { usage, .. }
+            | RunEvent::RoleFellBack { usage, .. } => *usage,
+            _ => Usage::default(),
+        }
+    }
+}
+
+/// What a role's model spent between two readings of its cumulative usage.
+fn spent_since(before: Usage, now: Usage) -> Usage {
+    let prompt_tokens = now.prompt_tokens.saturating_sub(before.prompt_tokens);
+    let completion_tokens = now
+        .completion_tokens
+        .saturating_sub(before.completion_tokens);
+    Usage {
+        prompt_tokens,
+        completion_tokens,
+        estimated: now.estimated && prompt_tokens + completion_tokens > 0,
+    }
 }
 
 /// Deterministic policies that answer for a model-backed role whose model fails
@@ -196,7 +232,7 @@ impl RunRecord {
         self.events
             .iter()
             .filter_map(|e| match e {
-                RunEvent::RoleFellBack { role, error } => Some((role.as_str(), error.as_str())),
+                RunEvent::RoleFellBack { role, error, .. } => Some((role.as_str(), error.as_str())),
                 _ => None,
             })
             .collect()
@@ -208,10 +244,11 @@ impl RunRecord {
         for event in &self.events {
             let mut step = Step {
                 index: t.steps.len(),
+                usage: event.usage(),
                 ..Default::default()
             };
             match event {
-                RunEvent::Planned { plan } => {
+                RunEvent::Planned { plan, .. } => {
                     step.thought = format!("plan revision {}: {}", plan.revision, plan.rationale);
                     step.action = Some(Action {
                         name: "plan".into(),
@@ -253,7 +290,7 @@ impl RunRecord {
                 RunEvent::Skipped { modality } => {
                     step.error = Some(format!("no explorer handles {modality}"));
                 }
-                RunEvent::Decided { decision } => {
+                RunEvent::Decided { decision, .. } => {
                     step.thought = serde_json::to_string(decision).unwrap_or_default();
                     step.action = Some(Action {
                         name: "controller".into(),
@@ -283,7 +320,7 @@ impl RunRecord {
                 RunEvent::Stopped { reason } => {
                     step.thought = reason.clone();
                 }
-                RunEvent::RoleFellBack { role, error } => {
+                RunEvent::RoleFellBack { role, error, .. } => {
                     step.thought = format!("the {role}'s model failed; its policy answers");
                     step.error = Some(error.clone());
                 }
@@ -291,6 +328,8 @@ impl RunRecord {
             t.steps.push(step);
         }
         t.outcome = Outcome::Finalized;
+        // The steps' usage plus the reasoner's (the report has no step of its own).
+        t.usage = self.report.usage;
         t.elapsed_ms = self.report.elapsed_ms;
         t
     }
@@ -363,23 +402,34 @@ impl Orchestrator {
         past: &[PastIncident],
         events: &mut Vec<RunEvent>,
     ) -> Result<Plan, OrchestraError> {
-        match self
+        let before = self.planner.usage();
+        let planned = self
             .planner
             .plan_with_memory(incident, available, replan, past)
-            .await
-        {
+            .await;
+        let mut usage = spent_since(before, self.planner.usage());
+        let plan = match planned {
             Err(OrchestraError::Role { role, message }) if self.fallbacks.planner.is_some() => {
                 events.push(RunEvent::RoleFellBack {
                     role,
                     error: message,
+                    usage,
                 });
-                match &self.fallbacks.planner {
-                    Some(p) => p.plan_with_memory(incident, available, replan, past).await,
-                    None => Err(OrchestraError::Invalid("no fallback planner".into())),
-                }
+                let Some(p) = &self.fallbacks.planner else {
+                    return Err(OrchestraError::Invalid("no fallback planner".into()));
+                };
+                let before = p.usage();
+                let plan = p.plan_with_memory(incident, available, replan, past).await;
+                usage = spent_since(before, p.usage());
+                plan
             }
             other => other,
-        }
+        }?;
+        events.push(RunEvent::Planned {
+            plan: plan.clone(),
+            usage,
+        });
+        Ok(plan)
     }
 
     async fn decide(
@@ -387,19 +437,31 @@ impl Orchestrator {
         view: &InvestigationView<'_>,
         events: &mut Vec<RunEvent>,
     ) -> Result<Decision, OrchestraError> {
-        match self.controller.decide(view).await {
+        let before = self.controller.usage();
+        let decided = self.controller.decide(view).await;
+        let mut usage = spent_since(before, self.controller.usage());
+        let decision = match decided {
             Err(OrchestraError::Role { role, message }) if self.fallbacks.controller.is_some() => {
                 events.push(RunEvent::RoleFellBack {
                     role,
                     error: message,
+                    usage,
                 });
-                match &self.fallbacks.controller {
-                    Some(c) => c.decide(view).await,
-                    None => Err(OrchestraError::Invalid("no fallback controller".into())),
-                }
+                let Some(c) = &self.fallbacks.controller else {
+                    return Err(OrchestraError::Invalid("no fallback controller".into()));
+                };
+                let before = c.usage();
+                let decision = c.decide(view).await;
+                usage = spent_since(before, c.usage());
+                decision
             }
             other => other,
-        }
+        }?;
+        events.push(RunEvent::Decided {
+            decision: decision.clone(),
+            usage,
+        });
+        Ok(decision)
     }
 
     async fn reason(
@@ -408,20 +470,28 @@ impl Orchestrator {
         evidence: &[Evidence],
         concluded: Option<&Decision>,
         events: &mut Vec<RunEvent>,
-    ) -> Result<DiagnosisReport, OrchestraError> {
-        match self.reasoner.reason(incident, evidence, concluded).await {
+    ) -> Result<(DiagnosisReport, Usage), OrchestraError> {
+        let before = self.reasoner.usage();
+        let reasoned = self.reasoner.reason(incident, evidence, concluded).await;
+        let mut usage = spent_since(before, self.reasoner.usage());
+        let report = match reasoned {
             Err(OrchestraError::Role { role, message }) if self.fallbacks.reasoner.is_some() => {
                 events.push(RunEvent::RoleFellBack {
                     role,
                     error: message,
+                    usage,
                 });
-                match &self.fallbacks.reasoner {
-                    Some(r) => r.reason(incident, evidence, concluded).await,
-                    None => Err(OrchestraError::Invalid("no fallback reasoner".into())),
-                }
+                let Some(r) = &self.fallbacks.reasoner else {
+                    return Err(OrchestraError::Invalid("no fallback reasoner".into()));
+                };
+                let before = r.usage();
+                let report = r.reason(incident, evidence, concluded).await;
+                usage = spent_since(before, r.usage());
+                report
             }
             other => other,
-        }
+        }?;
+        Ok((report, usage))
     }
 
     /// Sets the limits.
@@ -661,7 +731,6 @@ impl Orchestrator {
         let mut plan = self
             .plan(incident, &available, None, &recalled, &mut events)
             .await?;
-        events.push(RunEvent::Planned { plan: plan.clone() });
         let mut explorations = 0usize;
         let mut replans = 0u32;
         let mut final_decision: Option<Decision> = None;
@@ -800,9 +869,6 @@ impl Orchestrator {
                     significance: &significance,
                 };
                 let decision = self.decide(&view, &mut events).await?;
-                events.push(RunEvent::Decided {
-                    decision: decision.clone(),
-                });
                 match decision {
                     Decision::Continue => {}
                     Decision::Conclude { .. } => {
@@ -834,7 +900,6 @@ impl Orchestrator {
                         plan = self
                             .plan(incident, &available, Some(&request), &recalled, &mut events)
                             .await?;
-                        events.push(RunEvent::Planned { plan: plan.clone() });
                         // A plan whose every exploration was already made, with the same
                         // shared conclusions, would find the same again: the run ends here.
                         let conclusions = shared_conclusions(short_term).await?;
@@ -881,10 +946,16 @@ impl Orchestrator {
             break;
         }
 
-        let mut report = self
+        let (mut report, reasoned) = self
             .reason(incident, &evidence, final_decision.as_ref(), &mut events)
             .await?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
+        // The report counts every token the roles' models spent (the server's counts): each
+        // event's (plans, decisions, fallbacks), and the reasoner's for the report itself.
+        report.usage = reasoned;
+        for event in &events {
+            report.usage.add(&event.usage());
+        }
         self.remember_incident(incident, &report, &settled).await;
         Ok(RunRecord {
             report,
@@ -1146,6 +1217,152 @@ mod tests {
         assert!(serde_json::to_string(&t).is_ok());
     }
 
+    /// A scripted model whose every answer carries the usage a server counted (`usage`, not
+    /// an estimate), as a real or replayed backend's does.
+    struct ServerCounted {
+        inner: rca_llm::ScriptedModel,
+        usage: Usage,
+    }
+
+    #[async_trait]
+    impl rca_core::llm::ChatModel for ServerCounted {
+        fn model_id(&self) -> &str {
+            self.inner.model_id()
+        }
+        async fn complete(
+            &self,
+            request: rca_core::llm::CompletionRequest,
+        ) -> Result<rca_core::llm::CompletionResponse, rca_core::LlmError> {
+            let mut response = self.inner.complete(request).await?;
+            response.usage = self.usage;
+            Ok(response)
+        }
+    }
+
+    fn counted(name: &str, texts: &[&str], prompt: u64, completion: u64) -> Arc<ServerCounted> {
+        Arc::new(ServerCounted {
+            inner: rca_llm::ScriptedModel::from_texts(name, texts.iter().map(|t| t.to_string())),
+            usage: Usage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                estimated: false,
+            },
+        })
+    }
+
+    /// Model-backed roles: the usage their server counted is in the step of each call (plan,
+    /// decisions, a failed answer's fallback), and the report's and the trajectory's totals
+    /// are the sum of the steps plus the reasoner's call for the report itself.
+    #[tokio::test]
+    async fn the_report_counts_every_token_the_roles_models_spent() {
+        use super::super::model::{ModelController, ModelPlanner, ModelReasoner};
+        let metrics = Fixed::new(
+            "metrics",
+            Modality::Metrics,
+            vec![ev(Modality::Metrics, "db", 3.0)],
+            0,
+        );
+        let traces = Fixed::new(
+            "traces",
+            Modality::Traces,
+            vec![ev(Modality::Traces, "db", 2.0)],
+            0,
+        );
+        let planner = counted(
+            "usage-test-planner",
+            &[
+                r#"{"rationale": "r", "subgoals": [{"modality": "metrics", "goal": "m"}, {"modality": "traces", "goal": "t"}]}"#,
+            ],
+            1000,
+            50,
+        );
+        // The first decision does not fit the answer's shape: the policy answers, and the
+        // tokens of the call are still counted (in the fallback's step).
+        let controller = counted(
+            "usage-test-controller",
+            &[
+                r#"{"verdict": "?"}"#,
+                r#"{"decision": "continue"}"#,
+                r#"{"decision": "continue"}"#,
+                r#"{"decision": "conclude"}"#,
+            ],
+            700,
+            7,
+        );
+        let reasoner = counted(
+            "usage-test-reasoner",
+            &[r#"{"root_cause": "db is saturated", "solution": "scale db", "candidates": ["db"]}"#],
+            2000,
+            90,
+        );
+        let o = Orchestrator::new(
+            Arc::new(ModelPlanner::new(planner)),
+            Arc::new(ModelController::new(
+                controller,
+                ConvergenceController::default(),
+            )),
+            Arc::new(ModelReasoner::new(reasoner)),
+            vec![metrics, traces],
+        )
+        .with_fallbacks(Fallbacks {
+            planner: Some(Arc::new(OrderedPlanner::default())),
+            controller: Some(Arc::new(ConvergenceController::default())),
+            reasoner: Some(Arc::new(EvidenceReasoner::default())),
+        });
+        let run = o.run(&incident(), &Queue::default()).await.unwrap();
+        let t = run.trajectory();
+        assert_eq!(t.steps.len(), run.events.len(), "no step is added");
+        let steps_sum: u64 = t.steps.iter().map(|s| s.usage.total()).sum();
+        assert!(steps_sum > 0);
+        // The steps' usage plus the reasoner's (2000 + 90, the report's own call).
+        assert_eq!(
+            run.report.usage.total(),
+            steps_sum + 2090,
+            "{:?}",
+            run.events
+        );
+        assert_eq!(t.usage, run.report.usage);
+        assert!(!run.report.usage.estimated);
+        // Per step: the plan, the reasoner and each decision carry their calls' usage.
+        let planned = run.events.iter().find_map(|e| match e {
+            RunEvent::Planned { usage, .. } => Some(*usage),
+            _ => None,
+        });
+        assert_eq!(planned.map(|u| u.total()), Some(1050));
+        let fell_back: Vec<u64> = run
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::RoleFellBack { usage, .. } => Some(usage.total()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(fell_back, vec![707], "{:?}", run.events);
+        let controller_calls = run
+            .events
+            .iter()
+            .filter(|e| matches!(e, RunEvent::Decided { usage, .. } if usage.total() == 707))
+            .count() as u64;
+        assert_eq!(
+            run.report.usage.total(),
+            1050 + 2090 + 707 + 707 * controller_calls
+        );
+        assert_eq!(
+            run.report.usage.prompt_tokens,
+            t.steps.iter().map(|s| s.usage.prompt_tokens).sum::<u64>() + 2000
+        );
+        let markdown = crate::report::render_markdown(&crate::report::ReportBundle::new(
+            incident(),
+            run.report.clone(),
+            t,
+            Vec::new(),
+        ));
+        assert!(
+            markdown.contains(&format!("_{} tokens", run.report.usage.total())),
+            "{markdown}"
+        );
+    }
+
     /// A role whose model always fails.
     struct BrokenRoles;
 
@@ -1305,7 +1522,7 @@ mod tests {
             .events
             .iter()
             .filter_map(|e| match e {
-                RunEvent::Planned { plan } => Some(plan.revision),
+                RunEvent::Planned { plan, .. } => Some(plan.revision),
                 _ => None,
             })
             .collect();
@@ -1385,7 +1602,7 @@ mod tests {
                 .iter()
                 .any(|e| matches!(e, RunEvent::Recalled { .. }))
         );
-        let RunEvent::Planned { plan } = &run.events[0] else {
+        let RunEvent::Planned { plan, .. } = &run.events[0] else {
             panic!("the run starts with a plan")
         };
         assert_eq!(
@@ -1419,7 +1636,7 @@ mod tests {
             .events
             .iter()
             .find_map(|e| match e {
-                RunEvent::Planned { plan } => Some(plan.clone()),
+                RunEvent::Planned { plan, .. } => Some(plan.clone()),
                 _ => None,
             })
             .unwrap();

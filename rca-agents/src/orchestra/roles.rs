@@ -1,6 +1,7 @@
 //! The roles of the orchestration and the values they exchange.
 
 use async_trait::async_trait;
+use rca_core::llm::Usage;
 use rca_core::memory::Conclusion;
 use rca_core::{DiagnosisReport, Evidence, Incident, Modality};
 use serde::{Deserialize, Serialize};
@@ -187,6 +188,12 @@ pub trait Planner: Send + Sync {
         let _ = past;
         self.plan(incident, available, replan).await
     }
+
+    /// The tokens this planner's model has spent so far, over all its calls (the server's
+    /// counts; zero for a policy). The orchestrator records each call's share in its step.
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
 }
 
 /// What the controller sees when it decides.
@@ -232,6 +239,11 @@ pub enum Decision {
 pub trait Controller: Send + Sync {
     /// Decides after an exploration.
     async fn decide(&self, view: &InvestigationView<'_>) -> Result<Decision, OrchestraError>;
+
+    /// The tokens this controller's model has spent so far (see [`Planner::usage`]).
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
 }
 
 /// Ranks root-cause candidates and writes the report.
@@ -244,6 +256,11 @@ pub trait Reasoner: Send + Sync {
         evidence: &[Evidence],
         concluded: Option<&Decision>,
     ) -> Result<DiagnosisReport, OrchestraError>;
+
+    /// The tokens this reasoner's model has spent so far (see [`Planner::usage`]).
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
 }
 
 fn _object_safe(_: &dyn Explorer, _: &dyn Planner, _: &dyn Controller, _: &dyn Reasoner) {}

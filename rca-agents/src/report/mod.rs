@@ -14,6 +14,7 @@ mod graph;
 mod html;
 mod layout;
 mod markdown;
+pub mod runs;
 mod svg;
 mod telemetry;
 mod waterfall;

@@ -98,12 +98,14 @@ fn the_python_sdk_uses_every_tool_over_stdio() {
     let s = summary(&out);
     check_summary(&s, &top);
     // The stored run, where its resource URI says.
-    let folder = s["trajectory_uri"]
+    // `rca://runs/<incident>/<run id>/trajectory.json`: the run's own folder.
+    let run = s["trajectory_uri"]
         .as_str()
         .and_then(|u| u.strip_prefix("rca://runs/"))
-        .and_then(|u| u.split('/').next())
+        .and_then(|u| u.rsplit_once('/'))
+        .map(|(run, _)| run.to_string())
         .expect("a stored run");
-    let stored = runs.path().join(folder);
+    let stored = runs.path().join(run);
     assert!(stored.join("trajectory.json").is_file());
     assert!(stored.join("report.md").is_file());
 }

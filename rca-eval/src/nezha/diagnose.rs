@@ -164,7 +164,7 @@ pub async fn diagnose_case_with_memory(
             .filter(|e| matches!(e, RunEvent::Explored { .. }))
             .count(),
         planned_from_memory: record.events.iter().any(|e| {
-            matches!(e, RunEvent::Planned { plan }
+            matches!(e, RunEvent::Planned { plan, .. }
                 if plan.revision == 0 && plan.rationale.starts_with("long-term memory"))
         }),
         record,

@@ -274,6 +274,11 @@ impl OpenAiConfig {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
     }
 
+    /// The URL that lists the served models: `{base_url}/models` (`GET`, OpenAI-compatible).
+    pub fn models_endpoint(&self) -> String {
+        format!("{}/models", self.base_url.trim_end_matches('/'))
+    }
+
     /// The API key to send: `api_key`, else the variable named by `api_key_env` when set.
     pub fn resolved_api_key(&self) -> Option<String> {
         if let Some(Secret(k)) = &self.api_key {

@@ -14,7 +14,10 @@
 //!   raw body;
 //! - streaming over server-sent events with `stream_options.include_usage`, the usage sent
 //!   once at the end of the stream (estimated when the server sends none);
-//! - `n > 1` on a server without native `n`: parallel calls seeded `base + i`.
+//! - `n > 1` on a server without native `n`: parallel calls seeded `base + i`;
+//! - the served models listed (`GET {base_url}/models`, [`OpenAiClient::served_models`]), and
+//!   an answer from another model than the configured one reported once through the
+//!   client's warning sink ([`OpenAiClient::with_warnings`]; `tracing` without one).
 //!
 //! No reqwest type appears in the public API.
 
@@ -23,6 +26,8 @@ mod sse;
 pub mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -39,6 +44,27 @@ pub use self::sse::SseDecoder;
 use crate::backoff::retry_with;
 use crate::fanout::fan_out;
 
+/// Where a client's warnings go (one line of text each): e.g. the CLI prints them on stderr
+/// as they happen.
+pub type WarningSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A client's warnings: the sink, and what was already said (each warning once per client and
+/// its clones).
+#[derive(Default)]
+struct Warnings {
+    sink: Option<WarningSink>,
+    model_mismatch: AtomicBool,
+}
+
+impl std::fmt::Debug for Warnings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Warnings")
+            .field("sink", &self.sink.is_some())
+            .field("model_mismatch", &self.model_mismatch)
+            .finish()
+    }
+}
+
 /// A [`ChatModel`] speaking the OpenAI chat-completions protocol over HTTP.
 #[derive(Debug, Clone)]
 pub struct OpenAiClient {
@@ -46,6 +72,7 @@ pub struct OpenAiClient {
     endpoint: String,
     api_key: Option<String>,
     http: reqwest::Client,
+    warnings: Arc<Warnings>,
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -91,7 +118,70 @@ impl OpenAiClient {
             api_key: config.resolved_api_key(),
             config,
             http,
+            warnings: Arc::new(Warnings::default()),
         })
+    }
+
+    /// Sends this client's warnings (an answer from another model than the configured one,
+    /// said once) to `sink` instead of `tracing`.
+    pub fn with_warnings(mut self, sink: WarningSink) -> Self {
+        self.warnings = Arc::new(Warnings {
+            sink: Some(sink),
+            model_mismatch: AtomicBool::new(false),
+        });
+        self
+    }
+
+    /// The model ids the server serves (`GET {base_url}/models`), the whole call bounded by
+    /// `timeout`. An unreachable server, an error status or a body that is not a model list
+    /// is an error that says which.
+    pub async fn served_models(&self, timeout: Duration) -> Result<Vec<String>, LlmError> {
+        let url = self.config.models_endpoint();
+        let mut req = self.http.get(&url).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| {
+            let chain = error_chain(&e);
+            if e.is_timeout() {
+                LlmError::transient(format!(
+                    "{url} did not answer within {} ms: {chain}",
+                    timeout.as_millis()
+                ))
+            } else {
+                LlmError::transient(format!("cannot ask {url}: {chain}"))
+            }
+        })?;
+        let status = resp.status();
+        let raw = resp.text().await.map_err(|e| {
+            LlmError::transient(format!(
+                "cannot read the answer of {url}: {}",
+                error_chain(&e)
+            ))
+        })?;
+        if !status.is_success() {
+            return Err(wire::classify_error_body(status.as_u16(), &raw));
+        }
+        wire::parse_models(&raw)
+    }
+
+    /// Says once (through the warning sink) when the server answered with another model than
+    /// the configured one: a server that answers any name hides a wrong one.
+    fn check_answered_model(&self, answered: &str) {
+        if wire::same_model(&self.config.model, answered)
+            || self.warnings.model_mismatch.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        let message = format!(
+            "the server at {} answered with model `{answered}`, not the configured `{}`; \
+             check the model name (`rca config check` lists the served models)",
+            self.endpoint, self.config.model
+        );
+        match &self.warnings.sink {
+            Some(sink) => sink(&message),
+            None => tracing::warn!("{message}"),
+        }
     }
 
     /// The configuration.
@@ -150,7 +240,9 @@ impl OpenAiClient {
     ) -> Result<CompletionResponse, LlmError> {
         let resp = self.post(body, true).await?;
         let raw = resp.text().await.map_err(|e| self.transport_error(e))?;
-        wire::parse_response(request, &self.config.model, &raw)
+        let response = wire::parse_response(request, &self.config.model, &raw)?;
+        self.check_answered_model(&response.model);
+        Ok(response)
     }
 
     fn log_retry(&self, e: &LlmError, delay: Duration) {
@@ -212,6 +304,7 @@ impl ChatModel for OpenAiClient {
         if is_json {
             let raw = resp.text().await.map_err(|e| self.transport_error(e))?;
             let response = wire::parse_response(&request, &self.config.model, &raw)?;
+            self.check_answered_model(&response.model);
             return Ok(Box::pin(futures::stream::iter(replay_events(response))));
         }
         let endpoint = self.endpoint.clone();
@@ -220,7 +313,9 @@ impl ChatModel for OpenAiClient {
                 LlmError::transient(format!("stream from {endpoint} broke: {}", error_chain(&e)))
             })
         });
-        Ok(Box::pin(sse_events(Box::pin(bytes), request)))
+        let client = self.clone();
+        let check = move |answered: &str| client.check_answered_model(answered);
+        Ok(Box::pin(sse_events(Box::pin(bytes), request, check)))
     }
 }
 
@@ -241,8 +336,10 @@ fn replay_events(response: CompletionResponse) -> Vec<Result<StreamEvent, LlmErr
     events
 }
 
-struct StreamState<S> {
+struct StreamState<S, F> {
     body: S,
+    /// Told the model the first chunk that names one names.
+    check_model: Option<F>,
     decoder: SseDecoder,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     outputs: BTreeMap<u32, String>,
@@ -251,7 +348,7 @@ struct StreamState<S> {
     request: CompletionRequest,
 }
 
-impl<S> StreamState<S> {
+impl<S, F: Fn(&str)> StreamState<S, F> {
     fn end(&mut self) {
         if self.done {
             return;
@@ -289,6 +386,11 @@ impl<S> StreamState<S> {
         if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
             return self.fail(wire::classify_error_body(500, &err.to_string()));
         }
+        if let Some(model) = chunk.model.as_deref()
+            && let Some(check) = self.check_model.take()
+        {
+            check(model);
+        }
         for c in chunk.choices {
             let out = self.outputs.entry(c.index).or_default();
             for call in c.delta.tool_calls.unwrap_or_default() {
@@ -316,17 +418,21 @@ impl<S> StreamState<S> {
     }
 }
 
-/// Turns a response body of server-sent events into stream events.
-fn sse_events<S, B>(
+/// Turns a response body of server-sent events into stream events; `check_model` is told the
+/// model the first chunk that names one names.
+fn sse_events<S, B, F>(
     body: S,
     request: CompletionRequest,
+    check_model: F,
 ) -> impl Stream<Item = Result<StreamEvent, LlmError>> + Send
 where
     S: Stream<Item = Result<B, LlmError>> + Unpin + Send,
     B: AsRef<[u8]>,
+    F: Fn(&str) + Send,
 {
     let state = StreamState {
         body,
+        check_model: Some(check_model),
         decoder: SseDecoder::new(),
         pending: VecDeque::new(),
         outputs: BTreeMap::new(),
@@ -370,7 +476,7 @@ mod tests {
         let body =
             futures::stream::iter(chunks.into_iter().map(|c| Ok::<_, LlmError>(c.as_bytes())));
         let req = CompletionRequest::new(vec![Message::user("count to three")]);
-        sse_events(body, req).collect().await
+        sse_events(body, req, |_: &str| {}).collect().await
     }
 
     #[tokio::test]

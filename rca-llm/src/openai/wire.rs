@@ -428,6 +428,33 @@ pub fn parse_response(
     })
 }
 
+/// The model ids of a `GET /models` body (`{"object": "list", "data": [{"id": ...}]}`, as
+/// OpenAI, vLLM, llama.cpp and Ollama send it); a body of another shape is
+/// [`LlmError::Malformed`] with the raw body.
+pub fn parse_models(raw: &str) -> Result<Vec<String>, LlmError> {
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| malformed(format!("not a model list: {e}"), raw))?;
+    let data = value
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| malformed("the model list has no `data` array", raw))?;
+    Ok(data
+        .iter()
+        .filter_map(|m| m.get("id").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Whether the model a server names in an answer (or lists as served) is the one requested:
+/// the same name, or a dated snapshot of it (`gpt-4o` answered as `gpt-4o-2024-08-06`).
+pub fn same_model(requested: &str, answered: &str) -> bool {
+    answered == requested
+        || answered
+            .strip_prefix(requested)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|date| date.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 /// The human-readable message of an error body (OpenAI, vLLM, Ollama and llama.cpp shapes),
 /// or the body itself, clipped.
 pub fn error_message(body: &str) -> String {
@@ -555,6 +582,9 @@ pub fn parse_http_date(s: &str) -> Option<u64> {
 /// One chunk of a streamed completion.
 #[derive(Debug, Deserialize)]
 pub struct StreamChunk {
+    /// The model the server names as answering, when it names one.
+    #[serde(default)]
+    pub model: Option<String>,
     /// The choices' deltas.
     #[serde(default)]
     pub choices: Vec<StreamChoice>,
@@ -820,6 +850,23 @@ mod tests {
             parse_response(&req, "f", ctx),
             Err(LlmError::ContextLength { .. })
         ));
+    }
+
+    #[test]
+    fn model_lists_and_model_names() {
+        let raw = r#"{"object":"list","data":[{"id":"a","object":"model"},{"id":"b:7b"},{"x":1}]}"#;
+        assert_eq!(parse_models(raw).unwrap(), vec!["a", "b:7b"]);
+        assert!(matches!(
+            parse_models(r#"{"models":[]}"#),
+            Err(LlmError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_models("<html>"),
+            Err(LlmError::Malformed { .. })
+        ));
+        assert!(same_model("gpt-4o", "gpt-4o") && same_model("gpt-4o", "gpt-4o-2024-08-06"));
+        assert!(!same_model("gpt-4o", "gpt-4o-mini"));
+        assert!(!same_model("gemma", "qwen") && !same_model("gpt-4o", "gpt-4oo"));
     }
 
     #[test]
