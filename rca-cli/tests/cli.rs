@@ -1612,11 +1612,18 @@ fn eval_grouping_scores_a_miners_ids_beside_the_trivial_grouper() {
         .arg(format!("ours={ours}"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("| ours | 2 | 1.000 |"), "{table}");
     // The trivial grouper splits E1 by token count: only `close a` is right.
-    assert!(table.contains("| trivial (token count and first token) | 3 | 0.250 |"), "{table}");
+    assert!(
+        table.contains("| trivial (token count and first token) | 3 | 0.250 |"),
+        "{table}"
+    );
     let out = rca()
         .args(["eval", "grouping", "--lines", &lines])
         .arg("--truth")
