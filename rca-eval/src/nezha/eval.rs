@@ -190,17 +190,6 @@ impl NezhaReport {
     /// Builds the summary from the cases.
     pub fn from_cases(cases: Vec<CaseResult>) -> Self {
         let n = cases.len();
-        let share = |k: usize| {
-            if n == 0 {
-                0.0
-            } else {
-                cases
-                    .iter()
-                    .filter(|c| c.service_rank.is_some_and(|r| r <= k))
-                    .count() as f64
-                    / n as f64
-            }
-        };
         let right = cases
             .iter()
             .filter(|c| c.fault_type == c.truth_type)
@@ -212,55 +201,49 @@ impl NezhaReport {
             .collect();
         let trivial: Vec<TrivialOutcome> = cases.iter().filter_map(|c| c.trivial).collect();
         let trivial = (!trivial.is_empty() && trivial.len() == n).then(|| {
-            let share = |k: usize| {
-                trivial
-                    .iter()
-                    .filter(|t| t.service_rank.is_some_and(|r| r <= k))
-                    .count() as f64
-                    / n as f64
-            };
+            let ranks: Vec<Option<usize>> = trivial.iter().map(|t| t.service_rank).collect();
             let errors: Vec<f64> = trivial.iter().map(|t| t.onset_error_secs.abs()).collect();
             Summary {
-                cases: n,
-                as1: share(1),
-                as3: share(3),
-                as5: share(5),
-                fault_type_accuracy: 0.0,
-                median_seconds: 0.0,
                 median_onset_error_secs: Some(rca_tools::analyze::stats::median(&errors)),
+                ..summary_of_ranks(&ranks)
             }
         });
         let loudest = (n > 0 && cases.iter().all(|c| c.loudest_rank.is_some())).then(|| {
-            let share = |k: usize| {
-                cases
-                    .iter()
-                    .filter(|c| c.loudest_rank.is_some_and(|r| r <= k))
-                    .count() as f64
-                    / n as f64
-            };
-            Summary {
-                cases: n,
-                as1: share(1),
-                as3: share(3),
-                as5: share(5),
-                ..Summary::default()
-            }
+            summary_of_ranks(&cases.iter().map(|c| c.loudest_rank).collect::<Vec<_>>())
         });
+        let ranks: Vec<Option<usize>> = cases.iter().map(|c| c.service_rank).collect();
         NezhaReport {
             trivial,
             loudest,
             summary: Summary {
-                cases: n,
-                as1: share(1),
-                as3: share(3),
-                as5: share(5),
                 fault_type_accuracy: if n == 0 { 0.0 } else { right as f64 / n as f64 },
                 median_seconds: rca_tools::analyze::stats::median(&secs),
                 median_onset_error_secs: (!onset_errors.is_empty())
                     .then(|| rca_tools::analyze::stats::median(&onset_errors)),
+                ..summary_of_ranks(&ranks)
             },
             cases,
         }
+    }
+}
+
+/// AS@1, AS@3 and AS@5 of 1-based ranks (`None`: absent) over their cases; the other fields
+/// zero.
+fn summary_of_ranks(ranks: &[Option<usize>]) -> Summary {
+    let n = ranks.len();
+    let share = |k: usize| {
+        if n == 0 {
+            0.0
+        } else {
+            ranks.iter().filter(|r| r.is_some_and(|r| r <= k)).count() as f64 / n as f64
+        }
+    };
+    Summary {
+        cases: n,
+        as1: share(1),
+        as3: share(3),
+        as5: share(5),
+        ..Summary::default()
     }
 }
 
