@@ -208,9 +208,8 @@ impl NezhaReport {
                 ..summary_of_ranks(&ranks)
             }
         });
-        let loudest = (n > 0 && cases.iter().all(|c| c.loudest_rank.is_some())).then(|| {
-            summary_of_ranks(&cases.iter().map(|c| c.loudest_rank).collect::<Vec<_>>())
-        });
+        let loudest = (n > 0 && cases.iter().all(|c| c.loudest_rank.is_some()))
+            .then(|| summary_of_ranks(&cases.iter().map(|c| c.loudest_rank).collect::<Vec<_>>()));
         let ranks: Vec<Option<usize>> = cases.iter().map(|c| c.service_rank).collect();
         NezhaReport {
             trivial,
