@@ -381,7 +381,8 @@ mod tests {
             }],
         };
         let md = report.to_markdown();
-        assert!(md.starts_with("1 of 3 cases missed"));
+        assert!(md.starts_with("Measures why the same run missed"), "{md}");
+        assert!(md.contains("1 of 3 cases missed (true service not ranked first)"));
         assert!(md.contains("| outranked by a caller | 1 |"));
         assert!(md.contains("| wrong onset | 0 |"));
         assert!(md.contains("a \\| b"));
