@@ -297,7 +297,7 @@ pub fn synth(dir: &Path, lines: u64, seed: u64) -> anyhow::Result<SynthSet> {
             }
             batch.push(LogRecord {
                 timestamp: Timestamp(t),
-                component: format!("svc-{component:02}"),
+                component: format!("svc-{component:02}").into(),
                 level: None,
                 message: fill(shape, &mut rng),
                 attributes: Default::default(),

@@ -13,6 +13,7 @@
 //!   [`error`], sorted by what the caller should do.
 #![deny(missing_docs)]
 
+pub mod attributes;
 pub mod consistency;
 pub mod embed;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod incident;
 pub mod llm;
 pub mod logs;
 pub mod memory;
+pub mod name;
 pub mod seeded;
 pub mod source;
 pub mod testing;
@@ -27,9 +29,11 @@ pub mod time;
 pub mod tool;
 pub mod trajectory;
 
+pub use attributes::Attributes;
 pub use error::{EmbedError, LlmError, SourceError, StoreError, ToolError};
 pub use incident::{Evidence, Incident, Modality};
 pub use llm::{ChatModel, CompletionRequest, CompletionResponse, Message, Role, Usage};
+pub use name::{Name, NameInterner};
 pub use time::{TimeRange, Timestamp};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry, ToolSpec, TypedTool};
 pub use trajectory::{DiagnosisReport, Observation, Responsibility, Step, Trajectory};

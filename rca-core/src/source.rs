@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use futures::Stream;
 use serde::{Deserialize, Serialize};
 
+pub use crate::attributes::Attributes;
 use crate::error::SourceError;
+pub use crate::name::{Name, NameInterner};
 use crate::time::{TimeRange, Timestamp};
 
 /// A stream of records, each of which may fail on its own.
@@ -130,14 +132,14 @@ pub struct LogRecord {
     /// When it was written.
     pub timestamp: Timestamp,
     /// The component (service, pod, host) that wrote it.
-    pub component: String,
+    pub component: Name,
     /// Its level, when known.
     pub level: Option<Level>,
     /// The message.
     pub message: String,
     /// Further fields (trace id, thread, file and line).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Attributes::is_empty")]
+    pub attributes: Attributes,
 }
 
 /// The attributes that name the code unit a log line was written in, most specific first
@@ -155,6 +157,13 @@ pub const CODE_UNIT_ATTRIBUTES: [&str; 4] = [
 pub const CODE_LINE_ATTRIBUTES: [&str; 2] = ["code.line.number", "code.lineno"];
 
 impl LogRecord {
+    /// Makes this line's component and attribute keys the interner's shared names, so
+    /// that a million lines hold each name once (what an in-memory source does on load).
+    pub fn share_names(&mut self, names: &mut NameInterner) {
+        self.component = names.share(&self.component);
+        self.attributes.intern_keys(names);
+    }
+
     /// Where the line was written, `unit:line`, when its attributes say both (see
     /// [`CODE_UNIT_ATTRIBUTES`] and [`CODE_LINE_ATTRIBUTES`]): the identity of the statement
     /// that wrote it. Two statements can write the same text; their lines are different
@@ -162,10 +171,10 @@ impl LogRecord {
     pub fn code_location(&self) -> Option<String> {
         let line = CODE_LINE_ATTRIBUTES
             .iter()
-            .find_map(|k| self.attributes.get(*k))?;
+            .find_map(|k| self.attributes.get(k))?;
         let unit = CODE_UNIT_ATTRIBUTES
             .iter()
-            .find_map(|k| self.attributes.get(*k))?;
+            .find_map(|k| self.attributes.get(k))?;
         Some(format!("{unit}:{line}"))
     }
 }
@@ -220,7 +229,7 @@ impl LogQuery {
 ///         Ok(Box::pin(futures::stream::iter(hits)))
 ///     }
 ///     async fn components(&self) -> Result<Vec<String>, SourceError> {
-///         Ok(self.0.iter().map(|r| r.component.clone()).collect())
+///         Ok(self.0.iter().map(|r| r.component.to_string()).collect())
 ///     }
 /// }
 /// ```
@@ -298,15 +307,15 @@ pub trait MetricSource: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Span {
     /// The trace it belongs to.
-    pub trace_id: String,
+    pub trace_id: Name,
     /// Its own id.
-    pub span_id: String,
+    pub span_id: Name,
     /// Its parent's id (`None` for a root span).
-    pub parent_id: Option<String>,
+    pub parent_id: Option<Name>,
     /// The component (service, pod) that ran it.
-    pub component: String,
+    pub component: Name,
     /// The operation name.
-    pub operation: String,
+    pub operation: Name,
     /// When it started.
     pub start: Timestamp,
     /// How long it took, in microseconds.
@@ -314,8 +323,24 @@ pub struct Span {
     /// Whether it ended in error.
     pub error: bool,
     /// Further attributes (status code, peer).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Attributes::is_empty")]
+    pub attributes: Attributes,
+}
+
+impl Span {
+    /// Makes this span's ids, component, operation and attribute keys the interner's shared
+    /// names: the spans of a trace hold its id once, a parent id is its parent's own, and a
+    /// million spans of twenty services hold twenty component names.
+    pub fn share_names(&mut self, names: &mut NameInterner) {
+        self.trace_id = names.share(&self.trace_id);
+        self.span_id = names.share(&self.span_id);
+        if let Some(p) = &self.parent_id {
+            self.parent_id = Some(names.share(p));
+        }
+        self.component = names.share(&self.component);
+        self.operation = names.share(&self.operation);
+        self.attributes.intern_keys(names);
+    }
 }
 
 /// Which spans to read.

@@ -421,7 +421,7 @@ impl RcaMcp {
                     .traces
                     .spans_all()
                     .iter()
-                    .map(|s| s.component.clone())
+                    .map(|s| s.component.to_string())
                     .collect();
                 (
                     dir.logs.components().await.map_err(failed)?,
@@ -444,7 +444,7 @@ impl RcaMcp {
                     .spans(incident, MAX_LIVE_RECORDS)
                     .await?
                     .into_iter()
-                    .map(|s| s.component)
+                    .map(|s| s.component.to_string())
                     .collect();
                 let graph = live.service_graph(incident, MAX_LIVE_RECORDS).await?;
                 (logs, series, spans, graph)

@@ -229,7 +229,7 @@ mod live {
             Ok(Box::pin(futures::stream::iter(hits)))
         }
         async fn components(&self) -> Result<Vec<String>, SourceError> {
-            let mut c: Vec<String> = self.0.iter().map(|r| r.component.clone()).collect();
+            let mut c: Vec<String> = self.0.iter().map(|r| r.component.to_string()).collect();
             c.sort();
             c.dedup();
             Ok(c)

@@ -85,7 +85,7 @@ fn parse_line(component: &str, line: &str) -> Result<LogRecord, String> {
         .map_err(|_| format!("`{millis}` is not a time in unix milliseconds"))?;
     Ok(LogRecord {
         timestamp: Timestamp(millis),
-        component: component.to_string(),
+        component: component.into(),
         level: Level::parse(level),
         message: message.to_string(),
         attributes: Default::default(),

@@ -95,13 +95,13 @@ mod tests {
         Span {
             trace_id: id.into(),
             span_id: id.into(),
-            parent_id: parent.map(str::to_string),
+            parent_id: parent.map(str::to_string).map(Into::into),
             component: component.into(),
             operation: "op".into(),
             start: Timestamp(at),
             duration_us: ms * 1000,
             error,
-            attributes: BTreeMap::new(),
+            attributes: Default::default(),
         }
     }
 

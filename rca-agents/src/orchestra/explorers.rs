@@ -530,7 +530,7 @@ mod tests {
                     20_000 + (k as u64) * 1000
                 };
                 spans.push(Span {
-                    trace_id: trace.clone(),
+                    trace_id: trace.as_str().into(),
                     span_id: "a".into(),
                     parent_id: None,
                     component: "web".into(),
@@ -538,10 +538,10 @@ mod tests {
                     start,
                     duration_us: db_us + 10_000,
                     error: false,
-                    attributes: BTreeMap::new(),
+                    attributes: Default::default(),
                 });
                 spans.push(Span {
-                    trace_id: trace.clone(),
+                    trace_id: trace.as_str().into(),
                     span_id: "b".into(),
                     parent_id: Some("a".into()),
                     component: "db".into(),
@@ -549,7 +549,7 @@ mod tests {
                     start: start.offset_millis(1),
                     duration_us: db_us,
                     error: false,
-                    attributes: BTreeMap::new(),
+                    attributes: Default::default(),
                 });
             }
             for k in 0..3i64 {
@@ -570,7 +570,7 @@ mod tests {
                     component: component.into(),
                     level: Some(level),
                     message,
-                    attributes: BTreeMap::new(),
+                    attributes: Default::default(),
                 });
             }
         }

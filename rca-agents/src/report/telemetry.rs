@@ -522,9 +522,9 @@ mod tests {
         Span {
             trace_id: "t1".into(),
             span_id: id.into(),
-            parent_id: parent.map(str::to_string),
+            parent_id: parent.map(str::to_string).map(Into::into),
             component: component.into(),
-            operation: format!("op-{id}"),
+            operation: format!("op-{id}").into(),
             start: Timestamp(start),
             duration_us: dur,
             error: false,

@@ -60,7 +60,7 @@ pub(crate) fn incident(
             let error = (faulty(t, c, Fault::Errors) && noise < 60) || noise < 2;
             logs.push(LogRecord {
                 timestamp: t,
-                component: c.clone(),
+                component: c.into(),
                 level: Some(if error { Level::Error } else { Level::Info }),
                 message: if error {
                     "operation failed".into()
@@ -83,11 +83,11 @@ pub(crate) fn incident(
             });
             let d = 5_000 + (noise as u64) * 50;
             spans.push(Span {
-                trace_id: format!("trace-{step}"),
-                span_id: format!("span-{step}-{k}"),
+                trace_id: format!("trace-{step}").into(),
+                span_id: format!("span-{step}-{k}").into(),
                 parent_id: None,
-                component: c.clone(),
-                operation: format!("op-{k}"),
+                component: c.into(),
+                operation: format!("op-{k}").into(),
                 start: t,
                 duration_us: if faulty(t, c, Fault::Latency) {
                     d * 40

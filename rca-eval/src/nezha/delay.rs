@@ -14,7 +14,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rca_agents::orchestra::PipelineConfig;
 use rca_core::source::Span;
-use rca_core::{TimeRange, Timestamp};
+use rca_core::{Name, TimeRange, Timestamp};
 use serde::Serialize;
 
 use super::NezhaError;
@@ -26,7 +26,7 @@ use super::loader::{CaseData, CaseOptions, DayMetrics, Protocol, discover, load_
 /// the caller, the callee's subtree also starts `delay_us` later. Spans are matched by trace
 /// and span id.
 pub fn inject_delay(spans: &mut [Span], target: &str, from: Timestamp, delay_us: u64) {
-    let index: HashMap<(String, String), usize> = spans
+    let index: HashMap<(Name, Name), usize> = spans
         .iter()
         .enumerate()
         .map(|(i, s)| ((s.trace_id.clone(), s.span_id.clone()), i))
@@ -256,7 +256,7 @@ mod tests {
         Span {
             trace_id: trace.into(),
             span_id: id.into(),
-            parent_id: parent.map(str::to_string),
+            parent_id: parent.map(str::to_string).map(Into::into),
             component: c.into(),
             operation: "op".into(),
             start: Timestamp(start),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use rca_core::seeded::{GOLDEN_GAMMA, mix64, stable_hash};
 use rca_core::source::{CODE_LINE_ATTRIBUTES, CODE_UNIT_ATTRIBUTES, LogRecord, MetricSample, Span};
-use rca_core::{TimeRange, Timestamp};
+use rca_core::{Attributes, TimeRange, Timestamp};
 use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
 use rca_tools::sources::{
     FileMetricSource, FileTraceSource, LoadReport, MetricOptions, level_in, open_text, parse_time,
@@ -277,10 +277,10 @@ pub fn splice_normal_minutes(
             }
             let mut s = s.clone();
             s.start = t;
-            s.trace_id.push_str(&suffix);
-            s.span_id.push_str(&suffix);
+            s.trace_id = format!("{}{suffix}", s.trace_id).into();
+            s.span_id = format!("{}{suffix}", s.span_id).into();
             if let Some(p) = s.parent_id.as_mut() {
-                p.push_str(&suffix);
+                *p = format!("{p}{suffix}").into();
             }
             out_spans.push(s);
         }
@@ -495,7 +495,7 @@ pub fn read_log_csv(
                 .and_then(|v| v.get("log").and_then(|l| l.as_str()).map(str::to_string))
                 .unwrap_or_else(|| raw.to_string());
             let message = message.trim_end().to_string();
-            let mut attributes = BTreeMap::new();
+            let mut attributes = Attributes::new();
             if let Some(t) = trace.and_then(|t| row.get(t)).filter(|t| !t.is_empty()) {
                 attributes.insert(TRACE_ID.to_string(), t.to_string());
             }
@@ -514,7 +514,7 @@ pub fn read_log_csv(
                 precise,
                 LogRecord {
                     timestamp: ts,
-                    component: row.get(pod).unwrap_or("").to_string(),
+                    component: row.get(pod).unwrap_or("").into(),
                     level: level_in(&message),
                     message,
                     attributes,
@@ -740,7 +740,7 @@ mod tests {
         let span = |id: &str, parent: Option<&str>, t: i64| Span {
             trace_id: "t1".into(),
             span_id: id.into(),
-            parent_id: parent.map(str::to_string),
+            parent_id: parent.map(str::to_string).map(Into::into),
             component: "svc".into(),
             operation: "op".into(),
             start: at(t),
@@ -784,7 +784,11 @@ mod tests {
             s.iter()
                 .any(|x| x.parent_id.as_deref() == Some("a-s1") && x.trace_id == "t1-s1")
         );
-        assert!(l.iter().all(|r| r.attributes[SPAN_ID].starts_with("b-s")));
+        assert!(l.iter().all(|r| {
+            r.attributes
+                .get(SPAN_ID)
+                .is_some_and(|s| s.starts_with("b-s"))
+        }));
         // The draw is a function of the seed and the id, within its range.
         let o = CaseOptions {
             splice_minutes: Some((2, 6)),

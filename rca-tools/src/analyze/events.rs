@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 
 use rca_core::source::{Level, LogRecord, MetricSample, Span};
-use rca_core::{Modality, Timestamp};
+use rca_core::{Modality, Name, Timestamp};
 
 use super::effect::{BASELINE_CHUNKS, ShareChange, ShareSpread};
 use super::{Finding, Signal, SpanIndex, Window, fmt_num};
@@ -93,7 +93,7 @@ enum Step {
 /// A step and the component it belongs to (for a return, the callee).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Event {
-    component: String,
+    component: Name,
     step: Step,
 }
 
@@ -330,7 +330,7 @@ impl EventAnalyzer {
             }
             let (from, to) = (&interner.events[a], &interner.events[b]);
             let (after, next) = (from.describe(), to.describe());
-            let component = from.component.clone();
+            let component = from.component.to_string();
             out_pairs.push(((a, b), grew));
             let modality = match to.step {
                 Step::Log(_) => Modality::Logs,
@@ -635,7 +635,7 @@ fn operation_names(spans: &[&Span], parent: &[Option<usize>], has_logs: &[bool])
             [c] if !has_logs[i] && spans[*c].component != s.component => {
                 format!("{} to {}", s.operation, spans[*c].component)
             }
-            _ => s.operation.clone(),
+            _ => s.operation.to_string(),
         })
         .collect()
 }
@@ -654,9 +654,9 @@ mod tests {
 
     fn span(i: usize, id: &str, parent: Option<&str>, c: &str, op: &str, at: i64) -> Span {
         Span {
-            trace_id: format!("t{i}"),
+            trace_id: format!("t{i}").into(),
             span_id: id.into(),
-            parent_id: parent.map(str::to_string),
+            parent_id: parent.map(str::to_string).map(Into::into),
             component: c.into(),
             operation: op.into(),
             start: Timestamp(i as i64 * 1000 + at),

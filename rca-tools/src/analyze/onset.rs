@@ -409,10 +409,10 @@ mod tests {
             for (k, c) in ["web", "db"].iter().enumerate() {
                 let slow = *c == "db" && s >= 75;
                 spans.push(Span {
-                    trace_id: format!("t{s}"),
-                    span_id: format!("s{s}-{k}"),
+                    trace_id: format!("t{s}").into(),
+                    span_id: format!("s{s}-{k}").into(),
                     parent_id: None,
-                    component: c.to_string(),
+                    component: (*c).into(),
                     operation: "call".into(),
                     start: Timestamp(s * 1000),
                     duration_us: if slow {
@@ -421,7 +421,7 @@ mod tests {
                         20_000 + (s % 7) as u64 * 500
                     },
                     error: false,
-                    attributes: BTreeMap::new(),
+                    attributes: Default::default(),
                 });
             }
         }
@@ -442,10 +442,10 @@ mod tests {
                     .into_iter()
                     .enumerate()
                     .map(move |(k, c)| Span {
-                        trace_id: format!("t{s}"),
-                        span_id: format!("s{s}-{k}"),
+                        trace_id: format!("t{s}").into(),
+                        span_id: format!("s{s}-{k}").into(),
                         parent_id: None,
-                        component: c.to_string(),
+                        component: c.into(),
                         operation: "call".into(),
                         start: Timestamp(s * 1000),
                         duration_us: if c == "db" && s >= end - 60 {
@@ -454,7 +454,7 @@ mod tests {
                             20_000 + (s % 7) as u64 * 500
                         },
                         error: false,
-                        attributes: BTreeMap::new(),
+                        attributes: Default::default(),
                     })
             })
             .collect()
@@ -491,8 +491,8 @@ mod tests {
             let spans: Vec<Span> = (0..copies)
                 .flat_map(|c| {
                     base.iter().map(move |s| Span {
-                        trace_id: format!("{}-{c}", s.trace_id),
-                        span_id: format!("{}-{c}", s.span_id),
+                        trace_id: format!("{}-{c}", s.trace_id).into(),
+                        span_id: format!("{}-{c}", s.span_id).into(),
                         ..s.clone()
                     })
                 })
@@ -516,7 +516,7 @@ mod tests {
             component: "web".into(),
             level: Some(level),
             message: "x".into(),
-            attributes: BTreeMap::new(),
+            attributes: Default::default(),
         };
         for s in 0..60 {
             logs.push(line(s, Level::Info));
@@ -554,7 +554,7 @@ mod tests {
                 component: "web".into(),
                 level: Some(Level::Info),
                 message: "served".into(),
-                attributes: BTreeMap::new(),
+                attributes: Default::default(),
             })
             .collect();
         let window = TimeRange::new(Timestamp(0), Timestamp(20 * MIN));

@@ -582,11 +582,11 @@ mod tests {
 
     fn span(trace: usize, id: &str, parent: Option<&str>, c: &str, t: i64, dur: u64) -> Span {
         Span {
-            trace_id: format!("t{trace}"),
+            trace_id: format!("t{trace}").into(),
             span_id: id.into(),
-            parent_id: parent.map(str::to_string),
+            parent_id: parent.map(str::to_string).map(Into::into),
             component: c.into(),
-            operation: format!("{c}-op"),
+            operation: format!("{c}-op").into(),
             start: Timestamp::from_secs(t),
             duration_us: dur,
             error: false,
@@ -817,7 +817,7 @@ mod tests {
         let mut tenfold = Vec::new();
         for copy in 0..10 {
             for mut s in traces(true) {
-                s.trace_id.push_str(&format!("-{copy}"));
+                s.trace_id = format!("{}-{copy}", s.trace_id).into();
                 tenfold.push(s);
             }
         }

@@ -29,8 +29,8 @@ use opentelemetry_proto::tonic::metrics::v1::{
     AggregationTemporality, HistogramDataPoint, NumberDataPoint, metric::Data, number_data_point,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use rca_core::Timestamp;
 use rca_core::source::{Level, LogRecord, MetricSample, Span};
+use rca_core::{Attributes, Name, Timestamp};
 
 use crate::analyze::events::{SPAN_ID, TRACE_ID};
 
@@ -140,8 +140,9 @@ pub trait RecordBytes {
     fn record_bytes(&self) -> u64;
 }
 
-fn map_bytes(map: &BTreeMap<String, String>) -> u64 {
-    map.iter()
+/// The bytes of a record's attributes or labels, each pair with its overhead.
+fn pair_bytes<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+    pairs
         .map(|(k, v)| (k.len() + v.len()) as u64 + ATTRIBUTE_OVERHEAD_BYTES)
         .sum()
 }
@@ -150,24 +151,35 @@ impl RecordBytes for Span {
     fn record_bytes(&self) -> u64 {
         let text = self.trace_id.len()
             + self.span_id.len()
-            + self.parent_id.as_ref().map_or(0, String::len)
+            + self.parent_id.as_ref().map_or(0, |p| p.len())
             + self.component.len()
             + self.operation.len();
-        (std::mem::size_of::<Span>() + text) as u64 + map_bytes(&self.attributes)
+        (std::mem::size_of::<Span>() + text) as u64
+            + pair_bytes(
+                self.attributes
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
     }
 }
 
 impl RecordBytes for LogRecord {
     fn record_bytes(&self) -> u64 {
         let text = self.component.len() + self.message.len();
-        (std::mem::size_of::<LogRecord>() + text) as u64 + map_bytes(&self.attributes)
+        (std::mem::size_of::<LogRecord>() + text) as u64
+            + pair_bytes(
+                self.attributes
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
     }
 }
 
 impl RecordBytes for MetricSample {
     fn record_bytes(&self) -> u64 {
         let text = self.component.len() + self.metric.len();
-        (std::mem::size_of::<MetricSample>() + text) as u64 + map_bytes(&self.labels)
+        (std::mem::size_of::<MetricSample>() + text) as u64
+            + pair_bytes(self.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     }
 }
 
@@ -304,7 +316,7 @@ fn value_json(v: &any_value::Value) -> serde_json::Value {
     }
 }
 
-fn attributes(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+fn attributes(kvs: &[KeyValue]) -> Attributes {
     kvs.iter()
         .map(|kv| {
             (
@@ -360,7 +372,7 @@ pub fn spans_within(
     let mut out = TelemetryBatch::default();
     let mut limiter = Limiter::new(limits);
     for rs in &req.resource_spans {
-        let component = component_of(rs.resource.as_ref());
+        let component = Name::from(component_of(rs.resource.as_ref()));
         for s in rs.scope_spans.iter().flat_map(|ss| &ss.spans) {
             if !limiter.admit(&mut out) {
                 continue;
@@ -379,11 +391,13 @@ pub fn spans_within(
             let status_error = s.status.as_ref().is_some_and(|st| st.code == 2);
             let duration_ns = s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano);
             let span = Span {
-                trace_id: hex(&s.trace_id),
-                span_id: hex(&s.span_id),
-                parent_id: (!s.parent_span_id.is_empty()).then(|| hex(&s.parent_span_id)),
+                trace_id: hex(&s.trace_id).into(),
+                span_id: hex(&s.span_id).into(),
+                parent_id: (!s.parent_span_id.is_empty())
+                    .then(|| hex(&s.parent_span_id))
+                    .map(Into::into),
                 component: component.clone(),
-                operation: s.name.clone(),
+                operation: s.name.clone().into(),
                 start,
                 duration_us: duration_ns / 1000,
                 error: status_error || http_failed,
@@ -429,7 +443,7 @@ pub fn logs_within(
     let mut out = TelemetryBatch::default();
     let mut limiter = Limiter::new(limits);
     for rl in &req.resource_logs {
-        let component = component_of(rl.resource.as_ref());
+        let component = Name::from(component_of(rl.resource.as_ref()));
         for r in rl.scope_logs.iter().flat_map(|sl| &sl.log_records) {
             if !limiter.admit(&mut out) {
                 continue;
@@ -439,10 +453,10 @@ pub fn logs_within(
                 .unwrap_or(received);
             let mut attrs = attributes(limiter.attributes(&r.attributes));
             if !r.trace_id.is_empty() {
-                attrs.insert(TRACE_ID.into(), hex(&r.trace_id));
+                attrs.insert(TRACE_ID, hex(&r.trace_id));
             }
             if !r.span_id.is_empty() {
-                attrs.insert(SPAN_ID.into(), hex(&r.span_id));
+                attrs.insert(SPAN_ID, hex(&r.span_id));
             }
             let mut message = r.body.as_ref().map(value_text).unwrap_or_default();
             if message.is_empty() && !r.event_name.is_empty() {

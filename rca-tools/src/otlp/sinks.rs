@@ -557,7 +557,7 @@ mod tests {
         TelemetryBatch {
             spans: vec![Span {
                 trace_id: "ab".into(),
-                span_id: format!("s{t}"),
+                span_id: format!("s{t}").into(),
                 parent_id: None,
                 component: "cart, \"eu\"".into(),
                 operation: "GET /".into(),

@@ -433,7 +433,7 @@ fn create(path: &Path) -> Result<Box<dyn Write>, SourceError> {
 pub fn log_json_line(r: &LogRecord) -> String {
     let mut obj = serde_json::Map::new();
     obj.insert("timestamp".into(), r.timestamp.to_string().into());
-    obj.insert("component".into(), r.component.clone().into());
+    obj.insert("component".into(), r.component.to_string().into());
     if let Some(l) = r.level {
         obj.insert("level".into(), l.to_string().into());
     }
@@ -492,11 +492,11 @@ pub const SPANS_CSV_HEADER: [&str; 8] = [
 /// One span as a row under [`SPANS_CSV_HEADER`].
 pub fn span_csv_fields(s: &Span) -> [String; 8] {
     [
-        s.trace_id.clone(),
-        s.span_id.clone(),
-        s.parent_id.clone().unwrap_or_default(),
-        s.component.clone(),
-        s.operation.clone(),
+        s.trace_id.to_string(),
+        s.span_id.to_string(),
+        s.parent_id.as_deref().unwrap_or_default().to_string(),
+        s.component.to_string(),
+        s.operation.to_string(),
         s.start.to_string(),
         s.duration_us.to_string(),
         s.error.to_string(),

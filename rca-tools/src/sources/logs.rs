@@ -1,7 +1,7 @@
 //! Log files: plain text (`<timestamp> [level] message`, continuation lines appended) and JSON
 //! lines (one object per line).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::path::Path;
 
@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 use rca_core::source::{Level, LogQuery, LogRecord, LogSource, RecordStream, SharedRecords};
-use rca_core::{SourceError, TimeRange, Timestamp};
+use rca_core::{Attributes, SourceError, TimeRange, Timestamp};
 
 use super::io::{ReadBudget, open_text_within, over_budget, parse_time, stem};
-use super::{LoadReport, before_cutoff};
+use super::{LoadReport, SharedNames, before_cutoff};
 use crate::logs::LineReader;
 
 /// How a log file is written.
@@ -82,8 +82,11 @@ pub struct FileLogSource {
 }
 
 impl FileLogSource {
-    /// A source over records already in memory (sorted here; the cutoff applies).
-    pub fn from_records(mut records: Vec<LogRecord>, cutoff: Option<Timestamp>) -> Self {
+    /// A source over records already in memory (sorted here; the cutoff applies). Their
+    /// names are made shared ([`LogRecord::share_names`]), so each distinct component and
+    /// attribute key is held once.
+    pub fn from_records(records: Vec<LogRecord>, cutoff: Option<Timestamp>) -> Self {
+        let mut records = SharedNames::from_records(records).records;
         let before = records.len();
         records.retain(|r| before_cutoff(cutoff, r.timestamp));
         records.sort_by_key(|r| r.timestamp);
@@ -105,7 +108,7 @@ impl FileLogSource {
     /// A spent read budget ([`LogOptions::budget`]) is an error.
     pub fn open<P: AsRef<Path>>(paths: &[P], options: &LogOptions) -> Result<Self, SourceError> {
         let mut report = LoadReport::default();
-        let mut records = Vec::new();
+        let mut records = SharedNames::default();
         let max_line_bytes = options
             .max_line_bytes
             .unwrap_or(crate::logs::DEFAULT_MAX_LINE_BYTES);
@@ -134,6 +137,7 @@ impl FileLogSource {
                 )?,
             }
         }
+        let mut records = records.records;
         let before = records.len();
         records.retain(|r| before_cutoff(options.cutoff, r.timestamp));
         report.after_cutoff += before - records.len();
@@ -285,7 +289,7 @@ fn read_plain(
     path: &Path,
     component: &str,
     max_line_bytes: usize,
-    out: &mut Vec<LogRecord>,
+    out: &mut SharedNames<LogRecord>,
     report: &mut LoadReport,
 ) -> Result<(), SourceError> {
     let mut current: Option<LogRecord> = None;
@@ -301,10 +305,10 @@ fn read_plain(
                 let message = rest.trim().to_string();
                 current = Some(LogRecord {
                     timestamp,
-                    component: component.to_string(),
+                    component: component.into(),
                     level: level_in(&message),
                     message,
-                    attributes: BTreeMap::new(),
+                    attributes: Default::default(),
                 });
             }
             None => match current.as_mut() {
@@ -330,7 +334,7 @@ fn read_json_lines(
     path: &Path,
     component: &str,
     max_line_bytes: usize,
-    out: &mut Vec<LogRecord>,
+    out: &mut SharedNames<LogRecord>,
     report: &mut LoadReport,
 ) -> Result<(), SourceError> {
     each_line(reader, path, max_line_bytes, report, |i, line, report| {
@@ -371,7 +375,7 @@ fn json_record(
     let mut message = None;
     let mut level = None;
     let mut component = None;
-    let mut attributes = BTreeMap::new();
+    let mut attributes = Attributes::new();
     for (k, v) in obj {
         let key = super::norm_col(k);
         if timestamp.is_none() && TIME_KEYS.iter().any(|a| super::norm_col(a) == key) {
@@ -390,7 +394,9 @@ fn json_record(
     let message = message.ok_or("no message field")?;
     Ok(LogRecord {
         timestamp,
-        component: component.unwrap_or_else(|| default_component.to_string()),
+        component: component
+            .unwrap_or_else(|| default_component.to_string())
+            .into(),
         level: level.or_else(|| level_in(&message)),
         message,
         attributes,
@@ -409,13 +415,50 @@ mod tests {
     }
 
     #[test]
+    fn a_loaded_source_holds_each_component_and_key_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for i in 0..40 {
+            text.push_str(&format!(
+                "{{\"time\":\"2024-01-01T00:00:{:02}Z\",\"service\":\"cart\",\"msg\":\"line {i}\",\"trace_id\":\"t{i}\"}}\n",
+                i % 60
+            ));
+        }
+        let p = write(dir.path(), "app.jsonl", &text);
+        let files = FileLogSource::open(&[&p], &LogOptions::default()).unwrap();
+        let memory = FileLogSource::from_records(
+            files
+                .records()
+                .iter()
+                .map(|r| LogRecord {
+                    component: r.component.as_str().into(),
+                    attributes: r
+                        .attributes
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.clone()))
+                        .collect(),
+                    ..r.clone()
+                })
+                .collect(),
+            None,
+        );
+        for source in [&files, &memory] {
+            let r = source.records();
+            assert_eq!(r.len(), 40);
+            assert!(r.iter().all(|x| x.component.shares_with(&r[0].component)));
+            let key = |x: &LogRecord| x.attributes.keys().next().unwrap().clone();
+            assert!(r.iter().all(|x| key(x).shares_with(&key(&r[0]))));
+        }
+    }
+
+    #[test]
     fn lent_lines_are_the_streamed_answer() {
         let line = |t: i64| LogRecord {
             timestamp: Timestamp(t),
             component: "c".into(),
             level: Some(Level::Info),
             message: format!("line {t}"),
-            attributes: BTreeMap::new(),
+            attributes: Default::default(),
         };
         let source =
             FileLogSource::from_records((0..10).rev().map(line).collect(), Some(Timestamp(8)));
@@ -536,7 +579,7 @@ mod tests {
         assert_eq!(s.report().bad_rows, 2);
         assert_eq!(s.report().after_cutoff, 1);
         assert_eq!(s.records()[0].component, "cart");
-        assert_eq!(s.records()[0].attributes["trace"], "t1");
+        assert_eq!(s.records()[0].attributes.get("trace").unwrap(), "t1");
         assert_eq!(s.records()[1].level, Some(Level::Error));
         assert_eq!(s.records()[1].component, "x");
         let all = LogQuery::range(TimeRange::new(Timestamp(0), Timestamp(i64::MAX)));
@@ -551,7 +594,7 @@ mod tests {
                 component: "a".into(),
                 level: Some(Level::Error),
                 message: "m".into(),
-                attributes: BTreeMap::new(),
+                attributes: Default::default(),
             }],
             Some(Timestamp(10)),
         );

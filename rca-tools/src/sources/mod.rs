@@ -25,7 +25,7 @@ use rca_core::source::{
     LogQuery, LogRecord, LogSource, MetricQuery, MetricSample, MetricSource, Span, TraceQuery,
     TraceSource, collect_records,
 };
-use rca_core::{SourceError, TimeRange, Timestamp};
+use rca_core::{NameInterner, SourceError, TimeRange, Timestamp};
 
 /// What loading files produced: how many records were kept and which rows were bad.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,6 +72,61 @@ impl LoadReport {
                 self.problems.push(p.clone());
             }
         }
+    }
+}
+
+/// Records as a loader reads them, each record's names made shared as it arrives (so memory
+/// grows with the records' own text and the distinct names, not with every repetition).
+#[derive(Debug)]
+pub(crate) struct SharedNames<T> {
+    /// The records read so far.
+    pub records: Vec<T>,
+    names: NameInterner,
+}
+
+impl<T> Default for SharedNames<T> {
+    fn default() -> Self {
+        SharedNames {
+            records: Vec::new(),
+            names: NameInterner::new(),
+        }
+    }
+}
+
+/// A record whose names an interner can share.
+pub(crate) trait ShareNames {
+    fn share_names(&mut self, names: &mut NameInterner);
+}
+
+impl ShareNames for Span {
+    fn share_names(&mut self, names: &mut NameInterner) {
+        Span::share_names(self, names);
+    }
+}
+
+impl ShareNames for LogRecord {
+    fn share_names(&mut self, names: &mut NameInterner) {
+        LogRecord::share_names(self, names);
+        // A continued line grew its message: keep only what it holds.
+        self.message.shrink_to_fit();
+    }
+}
+
+impl<T: ShareNames> SharedNames<T> {
+    /// Keeps `record`, its names shared with those read before.
+    pub fn push(&mut self, mut record: T) {
+        record.share_names(&mut self.names);
+        self.records.push(record);
+    }
+
+    /// Every record of `records`, their names shared.
+    pub fn from_records(records: Vec<T>) -> Self {
+        let mut names = NameInterner::new();
+        let mut records = records;
+        for r in &mut records {
+            r.share_names(&mut names);
+        }
+        SharedNames { records, names }
     }
 }
 

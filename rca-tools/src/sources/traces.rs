@@ -1,7 +1,6 @@
 //! Span files: OTLP JSON (`{"resourceSpans": [...]}`, one document per file or per line) and
 //! CSV (one span per row; columns matched by name).
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
@@ -9,11 +8,11 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 use rca_core::source::{RecordStream, SharedRecords, Span, TraceQuery, TraceSource};
-use rca_core::{SourceError, TimeRange, Timestamp};
+use rca_core::{Attributes, Name, SourceError, TimeRange, Timestamp};
 use serde_json::Value;
 
 use super::io::{ReadBudget, csv_stream_failure, open_text_within, over_budget, parse_time};
-use super::{LoadReport, before_cutoff, find_col};
+use super::{LoadReport, SharedNames, before_cutoff, find_col};
 
 /// How a span file is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +47,14 @@ pub struct FileTraceSource {
 
 impl FileTraceSource {
     /// A source over spans already in memory (sorted by start; the cutoff applies to starts).
-    pub fn from_spans(mut spans: Vec<Span>, cutoff: Option<Timestamp>) -> Self {
+    /// Their names are made shared ([`Span::share_names`]), so each distinct id, component
+    /// and operation is held once.
+    pub fn from_spans(spans: Vec<Span>, cutoff: Option<Timestamp>) -> Self {
+        FileTraceSource::from_shared(SharedNames::from_records(spans).records, cutoff)
+    }
+
+    /// A source over spans whose names are already shared.
+    fn from_shared(mut spans: Vec<Span>, cutoff: Option<Timestamp>) -> Self {
         let before = spans.len();
         spans.retain(|s| before_cutoff(cutoff, s.start));
         spans.sort_by_key(|s| s.start);
@@ -83,7 +89,7 @@ impl FileTraceSource {
         budget: Option<&ReadBudget>,
     ) -> Result<Self, SourceError> {
         let mut report = LoadReport::default();
-        let mut spans = Vec::new();
+        let mut spans = SharedNames::default();
         for path in paths {
             let path = path.as_ref();
             let reader = open_text_within(path, budget)?;
@@ -93,7 +99,7 @@ impl FileTraceSource {
                 SpanFormat::OtlpJson => read_otlp(reader, path, &mut spans, &mut report)?,
             }
         }
-        let mut s = FileTraceSource::from_spans(spans, cutoff);
+        let mut s = FileTraceSource::from_shared(spans.records, cutoff);
         report.after_cutoff += s.report.after_cutoff;
         report.records = s.spans.len();
         s.report = report;
@@ -157,7 +163,7 @@ fn is_error(cell: &str) -> bool {
 fn read_csv(
     reader: Box<dyn BufRead + Send>,
     path: &Path,
-    out: &mut Vec<Span>,
+    out: &mut SharedNames<Span>,
     report: &mut LoadReport,
 ) -> Result<(), SourceError> {
     let malformed = |m: String| SourceError::Malformed {
@@ -252,18 +258,15 @@ fn read_csv(
             continue;
         }
         out.push(Span {
-            trace_id,
-            span_id,
-            parent_id: parent
-                .map(get)
-                .filter(|p| !no_parent(p))
-                .map(str::to_string),
-            component: get(component).to_string(),
-            operation: get(operation).to_string(),
+            trace_id: trace_id.into(),
+            span_id: span_id.into(),
+            parent_id: parent.map(get).filter(|p| !no_parent(p)).map(Name::from),
+            component: get(component).into(),
+            operation: get(operation).into(),
             start: start_ts,
             duration_us,
             error: status.is_some_and(|s| is_error(get(s))),
-            attributes: BTreeMap::new(),
+            attributes: Default::default(),
         });
     }
     Ok(())
@@ -281,7 +284,7 @@ fn exact_micros(cell: &str) -> Option<i64> {
 fn read_otlp(
     mut reader: Box<dyn BufRead + Send>,
     path: &Path,
-    out: &mut Vec<Span>,
+    out: &mut SharedNames<Span>,
     report: &mut LoadReport,
 ) -> Result<(), SourceError> {
     let mut text = String::new();
@@ -319,7 +322,7 @@ fn attr_text(v: &Value) -> String {
     }
 }
 
-fn attributes(v: Option<&Value>) -> BTreeMap<String, String> {
+fn attributes(v: Option<&Value>) -> Attributes {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -340,7 +343,7 @@ fn nanos(v: Option<&Value>) -> Option<i64> {
     }
 }
 
-fn otlp_document(doc: &Value, loc: &str, out: &mut Vec<Span>, report: &mut LoadReport) {
+fn otlp_document(doc: &Value, loc: &str, out: &mut SharedNames<Span>, report: &mut LoadReport) {
     let Some(resource_spans) = doc.get("resourceSpans").and_then(Value::as_array) else {
         report.bad(loc, "no resourceSpans array");
         return;
@@ -385,11 +388,11 @@ fn otlp_document(doc: &Value, loc: &str, out: &mut Vec<Span>, report: &mut LoadR
                     _ => false,
                 };
                 out.push(Span {
-                    trace_id,
-                    span_id,
-                    parent_id: (!no_parent(&parent)).then_some(parent),
-                    component: component.clone(),
-                    operation: text("name"),
+                    trace_id: trace_id.into(),
+                    span_id: span_id.into(),
+                    parent_id: (!no_parent(&parent)).then_some(parent).map(Name::from),
+                    component: component.as_str().into(),
+                    operation: text("name").into(),
                     start: Timestamp::from_nanos(start),
                     duration_us: ((end - start).max(0) / 1000) as u64,
                     error,
@@ -406,9 +409,66 @@ mod tests {
     use rca_core::TimeRange;
 
     #[test]
+    fn a_loaded_source_holds_each_name_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("spans.csv");
+        let mut text =
+            String::from("trace_id,span_id,parent_id,component,operation,start,duration_us\n");
+        for t in 0..50 {
+            text.push_str(&format!("t{t},a{t},,web,GET /,{t}000,10\n"));
+            text.push_str(&format!("t{t},b{t},a{t},db,query,{t}001,5\n"));
+        }
+        std::fs::write(&p, text).unwrap();
+        let files = FileTraceSource::open(&[&p], None, None).unwrap();
+        // The same spans handed over in memory, each name its own allocation.
+        let memory = FileTraceSource::from_spans(
+            files
+                .spans_all()
+                .iter()
+                .map(|s| Span {
+                    trace_id: s.trace_id.as_str().into(),
+                    span_id: s.span_id.as_str().into(),
+                    parent_id: s.parent_id.as_deref().map(Name::from),
+                    component: s.component.as_str().into(),
+                    operation: s.operation.as_str().into(),
+                    ..s.clone()
+                })
+                .collect(),
+            None,
+        );
+        for source in [&files, &memory] {
+            let spans = source.spans_all();
+            assert_eq!(spans.len(), 100);
+            let webs: Vec<&Span> = spans.iter().filter(|s| s.component == "web").collect();
+            assert!(
+                webs.iter()
+                    .all(|s| s.component.shares_with(&webs[0].component))
+            );
+            assert!(
+                webs.iter()
+                    .all(|s| s.operation.shares_with(&webs[0].operation))
+            );
+            for child in spans.iter().filter(|s| s.component == "db") {
+                let parent = spans
+                    .iter()
+                    .find(|p| Some(&p.span_id) == child.parent_id.as_ref())
+                    .unwrap();
+                assert!(child.trace_id.shares_with(&parent.trace_id));
+                assert!(
+                    child
+                        .parent_id
+                        .as_ref()
+                        .unwrap()
+                        .shares_with(&parent.span_id)
+                );
+            }
+        }
+    }
+
+    #[test]
     fn lent_spans_are_the_streamed_answer_without_a_copy() {
         let span = |t: i64| Span {
-            trace_id: format!("t{t}"),
+            trace_id: format!("t{t}").into(),
             span_id: "s".into(),
             parent_id: None,
             component: "c".into(),
@@ -416,7 +476,7 @@ mod tests {
             start: Timestamp(t),
             duration_us: 1,
             error: false,
-            attributes: BTreeMap::new(),
+            attributes: Default::default(),
         };
         let source =
             FileTraceSource::from_spans((0..10).rev().map(span).collect(), Some(Timestamp(8)));
@@ -479,7 +539,7 @@ mod tests {
         assert!(spans[0].error && spans[0].parent_id.is_none());
         assert_eq!(spans[0].component, "cart");
         assert_eq!(spans[0].duration_us, 500_000);
-        assert_eq!(spans[1].attributes["db.system"], "pg");
+        assert_eq!(spans[1].attributes.get("db.system").unwrap(), "pg");
         let q = TraceQuery::range(TimeRange::new(Timestamp(0), Timestamp(i64::MAX)));
         assert_eq!(s.query(&q).len(), 2);
     }

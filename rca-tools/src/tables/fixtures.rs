@@ -63,9 +63,11 @@ pub(crate) fn spans() -> Vec<Span> {
         for (comp, op) in [("frontend", "GET /"), ("db", "query")] {
             let slow = comp == "db" && window().contains(t);
             out.push(Span {
-                trace_id: format!("t{i}"),
-                span_id: format!("{comp}{i}"),
-                parent_id: (comp == "db").then(|| format!("frontend{i}")),
+                trace_id: format!("t{i}").into(),
+                span_id: format!("{comp}{i}").into(),
+                parent_id: (comp == "db")
+                    .then(|| format!("frontend{i}"))
+                    .map(Into::into),
                 component: comp.into(),
                 operation: op.into(),
                 start: t,

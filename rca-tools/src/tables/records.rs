@@ -1,6 +1,5 @@
 //! `rca-core` telemetry records as Arrow record batches (the standard table layouts).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray};
@@ -10,8 +9,8 @@ use rca_core::source::{LogRecord, MetricSample, Span};
 
 use super::error::TableError;
 
-fn attrs(a: &BTreeMap<String, String>) -> Option<String> {
-    if a.is_empty() {
+fn attrs(a: &(impl serde::Serialize + ?Sized), empty: bool) -> Option<String> {
+    if empty {
         None
     } else {
         serde_json::to_string(a).ok()
@@ -58,7 +57,7 @@ pub fn logs_batch(table: &str, records: &[LogRecord]) -> Result<RecordBatch, Tab
             Arc::new(StringArray::from(
                 records
                     .iter()
-                    .map(|r| attrs(&r.attributes))
+                    .map(|r| attrs(&r.attributes, r.attributes.is_empty()))
                     .collect::<Vec<_>>(),
             )),
         ],
@@ -86,7 +85,10 @@ pub fn metrics_batch(table: &str, samples: &[MetricSample]) -> Result<RecordBatc
                 samples.iter().map(|s| s.value),
             )),
             Arc::new(StringArray::from(
-                samples.iter().map(|s| attrs(&s.labels)).collect::<Vec<_>>(),
+                samples
+                    .iter()
+                    .map(|s| attrs(&s.labels, s.labels.is_empty()))
+                    .collect::<Vec<_>>(),
             )),
         ],
     )
@@ -117,7 +119,7 @@ pub fn spans_batch(table: &str, spans: &[Span]) -> Result<RecordBatch, TableErro
             Arc::new(StringArray::from(
                 spans
                     .iter()
-                    .map(|s| s.parent_id.clone())
+                    .map(|s| s.parent_id.as_deref())
                     .collect::<Vec<_>>(),
             )),
             text(spans.iter().map(|s| s.component.as_str())),
@@ -133,7 +135,7 @@ pub fn spans_batch(table: &str, spans: &[Span]) -> Result<RecordBatch, TableErro
             Arc::new(StringArray::from(
                 spans
                     .iter()
-                    .map(|s| attrs(&s.attributes))
+                    .map(|s| attrs(&s.attributes, s.attributes.is_empty()))
                     .collect::<Vec<_>>(),
             )),
         ],

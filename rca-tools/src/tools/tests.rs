@@ -148,8 +148,8 @@ fn samples() -> Vec<MetricSample> {
 
 fn span(id: usize, min: i64, component: &str, op: &str, us: u64, error: bool) -> Span {
     Span {
-        trace_id: format!("trace-{id}"),
-        span_id: format!("span-{id}"),
+        trace_id: format!("trace-{id}").into(),
+        span_id: format!("span-{id}").into(),
         parent_id: None,
         component: component.into(),
         operation: op.into(),

@@ -86,7 +86,7 @@ impl TypedTool for GetTraces {
             if all.is_empty() {
                 return Ok(ToolOutput::text(format!("no spans in {range}")));
             }
-            let known: Vec<String> = all.iter().map(|s| s.component.clone()).collect();
+            let known: Vec<String> = all.iter().map(|s| s.component.to_string()).collect();
             return Err(unknown_entity(&args.entity, "spans", &known));
         };
         let own: Vec<&Span> = all.iter().filter(|s| s.component == component).collect();
