@@ -20,7 +20,7 @@ use std::time::Instant;
 use rca_agents::orchestra::{DiagnosisPipeline, IncidentTelemetry, PipelineConfig, RoleModels};
 use rca_core::seeded::SeededRng;
 use rca_core::source::{Level, LogRecord, MetricSample, Span};
-use rca_core::{Incident, TimeRange, Timestamp};
+use rca_core::{Incident, NameInterner, TimeRange, Timestamp};
 use rca_tools::analyze::events::{SPAN_ID, TRACE_ID};
 use rca_tools::sources::{FileLogSource, FileMetricSource, FileTraceSource};
 use serde::{Deserialize, Serialize};
@@ -39,29 +39,32 @@ pub struct Telemetry {
 }
 
 /// `copies` copies of every trace and its log lines, each with fresh trace and span ids
-/// (a `-r<copy>` suffix) and the same times; metrics unchanged.
+/// (a `-r<copy>` suffix) and the same times; metrics unchanged. The copies' names are
+/// shared as a source that read them would share them ([`NameInterner`]): each trace id is
+/// held once per copy, each parent id is its parent's own, and components, operations and
+/// attribute keys are the original's.
 pub fn replicate(t: &Telemetry, copies: usize) -> Telemetry {
     let copies = copies.max(1);
     let mut logs = Vec::with_capacity(t.logs.len() * copies);
     let mut spans = Vec::with_capacity(t.spans.len() * copies);
     for k in 0..copies {
         let tag = format!("-r{k}");
+        let mut names = NameInterner::new();
+        let mut renamed = |id: &str| names.intern(&format!("{id}{tag}"));
         for r in &t.logs {
             let mut r = r.clone();
             for key in [TRACE_ID, SPAN_ID] {
                 if let Some(v) = r.attributes.get_mut(key) {
-                    v.push_str(&tag);
+                    *v = format!("{v}{tag}");
                 }
             }
             logs.push(r);
         }
         for s in &t.spans {
             let mut s = s.clone();
-            s.trace_id.push_str(&tag);
-            s.span_id.push_str(&tag);
-            if let Some(p) = s.parent_id.as_mut() {
-                p.push_str(&tag);
-            }
+            s.trace_id = renamed(&s.trace_id);
+            s.span_id = renamed(&s.span_id);
+            s.parent_id = s.parent_id.as_deref().map(&mut renamed);
             spans.push(s);
         }
     }
@@ -93,6 +96,8 @@ pub fn synthetic(spans: usize, seed: u64) -> Telemetry {
     let name = |i: usize| format!("svc-{i:02}");
     let mut rng = SeededRng::new(seed);
     let mut out_spans = Vec::with_capacity(spans + 8);
+    // Names shared as a source that read them would share them.
+    let mut names = NameInterner::new();
     let mut logs = Vec::with_capacity(spans + 8);
     let mut trace = 0u64;
     let span_total = (end.millis() - start.millis()) as f64;
@@ -115,19 +120,19 @@ pub fn synthetic(spans: usize, seed: u64) -> Telemetry {
             let duration = if faulty { 400_000 } else { 20_000 } + rng.below(5_000) as u64;
             let failing = faulty && rng.chance(0.5);
             out_spans.push(Span {
-                trace_id: format!("{trace:016x}"),
-                span_id: span_id.clone(),
-                parent_id: parent.clone(),
-                component: service.clone(),
-                operation: format!("handle-{}", at % 3),
+                trace_id: names.intern(&format!("{trace:016x}")),
+                span_id: names.intern(&span_id),
+                parent_id: parent.as_deref().map(|p| names.intern(p)),
+                component: names.intern(&service),
+                operation: names.intern(&format!("handle-{}", at % 3)),
                 start: t0.offset_millis(offset),
                 duration_us: duration,
                 error: failing,
-                attributes: BTreeMap::new(),
+                attributes: Default::default(),
             });
             logs.push(LogRecord {
                 timestamp: t0.offset_millis(offset + 1),
-                component: service.clone(),
+                component: names.intern(&service),
                 level: Some(if failing { Level::Error } else { Level::Info }),
                 message: if failing {
                     format!("request {trace} failed: store unavailable")
@@ -135,8 +140,8 @@ pub fn synthetic(spans: usize, seed: u64) -> Telemetry {
                     format!("request {trace} served in {} ms", duration / 1000)
                 },
                 attributes: [
-                    (TRACE_ID.to_string(), format!("{trace:016x}")),
-                    (SPAN_ID.to_string(), span_id.clone()),
+                    (names.intern(TRACE_ID), format!("{trace:016x}")),
+                    (names.intern(SPAN_ID), span_id.clone()),
                 ]
                 .into(),
             });
@@ -291,31 +296,43 @@ pub fn scale_table(runs: &[ScaleRun], build: &str) -> String {
     let mut out = format!(
         "Measures ({build} build, this machine). The first run's top three are the baseline \
          every replicated size is compared with: the same incident at more traffic should name \
-         the same candidates. Input MB is the resident memory when the diagnosis began (the \
-         records held in memory, as a host's store would hold them); peak RSS MB is the \
-         whole process's peak.\n\n\
-         | incident | log lines | spans | seconds | input MB | peak RSS MB | records/s | top three (score) | same top three as one copy |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|---|\n"
+         the same candidates. A change needs enough records to be significant (a finding's \
+         score is its effect size, scaled down while the test is unsure of it), so a size \
+         may add candidates the one before could not establish; the last column compares \
+         each size with the one before it. Input MB is the resident memory when the \
+         diagnosis began (the records held in memory, as a host's store would hold them) and \
+         bytes / record that divided by the records; peak RSS MB is the whole process's \
+         peak.\n\n\
+         | incident | log lines | spans | seconds | input MB | bytes / record | peak RSS MB | records/s | top three (score) | same top three as one copy | as the size before |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n"
     );
-    let baseline: Vec<&str> = runs
-        .first()
-        .map(|r| r.top.iter().map(|(c, _)| c.as_str()).collect())
-        .unwrap_or_default();
+    let names = |r: &ScaleRun| -> Vec<String> { r.top.iter().map(|(c, _)| c.clone()).collect() };
+    let baseline: Vec<String> = runs.first().map(names).unwrap_or_default();
+    let mut before: Option<Vec<String>> = None;
     for r in runs {
-        let names: Vec<&str> = r.top.iter().map(|(c, _)| c.as_str()).collect();
-        let same = if r.incident.starts_with("bundled") {
-            if names == baseline { "yes" } else { "no" }
-        } else {
-            "-"
+        let top = names(r);
+        let bundled = r.incident.starts_with("bundled");
+        let yes_no = |same: bool| if same { "yes" } else { "no" };
+        let same = if bundled { yes_no(top == baseline) } else { "-" };
+        let previous = match (&before, bundled) {
+            (Some(b), true) => yes_no(&top == b),
+            _ => "-",
         };
+        if bundled {
+            before = Some(top);
+        }
+        let records = r.logs + r.spans + r.metrics;
         out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {} | {} | {:.0} | {} | {same} |\n",
+            "| {} | {} | {} | {:.2} | {} | {} | {} | {:.0} | {} | {same} | {previous} |\n",
             r.incident,
             r.logs,
             r.spans,
             r.seconds,
             r.input_rss_bytes
                 .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
+            r.input_rss_bytes
+                .filter(|_| records > 0)
+                .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / records as f64)),
             r.peak_rss_bytes
                 .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
             r.records_per_second(),
@@ -358,6 +375,21 @@ mod tests {
         );
         let times = |v: &[Span]| v.iter().map(|s| s.start).min();
         assert_eq!(times(&r.spans), times(&t.spans));
+        // The copies' names are shared as a loading source shares them: one component name
+        // for every copy, one trace id per copied trace.
+        let first = &r.spans[0];
+        assert!(
+            r.spans
+                .iter()
+                .filter(|s| s.component == first.component)
+                .all(|s| s.component.shares_with(&first.component))
+        );
+        assert!(
+            r.spans
+                .iter()
+                .filter(|s| s.trace_id == first.trace_id)
+                .all(|s| s.trace_id.shares_with(&first.trace_id))
+        );
     }
 
     #[test]
