@@ -566,7 +566,6 @@ const DELAY_200MS_AS1: f64 = 0.14;
 const NOT_YET_RERUN: &[&str] = &[
     "stability-real-model-json_text",
     "flash-suite-hindsight-model",
-    "fuzz",
 ];
 
 /// docs/benchmarks.md's rule, checked on the committed file: every section says whether it
