@@ -822,3 +822,76 @@ async fn triage_finds_the_component_and_picks_the_guide_by_its_triggers() {
         .unwrap();
     assert_eq!((run.guide(), run.answer()), (None, None));
 }
+
+/// The rules, each decision after a pause (a slow model's stand-in).
+struct SlowRules(std::time::Duration);
+
+#[async_trait]
+impl rca_agents::flash::FlashPolicy for SlowRules {
+    async fn decide(
+        &self,
+        ctx: &rca_agents::flash::agent::StateContext<'_>,
+    ) -> Result<rca_agents::flash::agent::Decision, rca_agents::flash::FlashError> {
+        tokio::time::sleep(self.0).await;
+        RulePolicy.decide(ctx).await
+    }
+}
+
+#[tokio::test]
+async fn the_wall_budget_ends_the_run_and_every_step_is_seen_as_it_happens() {
+    let seen: Arc<Mutex<Vec<usize>>> = Arc::new(Mutex::new(Vec::new()));
+    let observer = {
+        let seen = Arc::clone(&seen);
+        Arc::new(move |s: &rca_core::trajectory::Step| seen.lock().unwrap().push(s.index))
+    };
+    let registry = || {
+        tools(&[(
+            "get_metrics",
+            "orders/pool",
+            "pool saturated: 100/100 in use",
+        )])
+    };
+    // Unbounded, the slow policy finishes the guide.
+    let whole = FlashAgent::new(
+        Arc::new(SlowRules(std::time::Duration::from_millis(40))),
+        registry(),
+    )
+    .with_progress(observer.clone())
+    .run(&incident(), GUIDE, facts())
+    .await
+    .unwrap();
+    assert!(whole.established);
+    let indices: Vec<usize> = whole.trajectory.steps.iter().map(|s| s.index).collect();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        indices,
+        "the observer saw every step in order"
+    );
+    assert!(indices.len() >= 4, "{indices:?}");
+    // Within a budget of about two decisions it stops early, timed out, with no answer.
+    seen.lock().unwrap().clear();
+    let bounded = FlashAgent::new(
+        Arc::new(SlowRules(std::time::Duration::from_millis(40))),
+        registry(),
+    )
+    .with_config(rca_agents::flash::FlashConfig {
+        wall_ms: Some(100),
+        ..Default::default()
+    })
+    .with_progress(observer)
+    .run(&incident(), GUIDE, facts())
+    .await
+    .unwrap();
+    assert_eq!(
+        bounded.trajectory.outcome,
+        rca_core::trajectory::Outcome::TimedOut
+    );
+    assert!(!bounded.established);
+    assert!(
+        bounded.trajectory.steps.len() < indices.len(),
+        "{} of {} steps",
+        bounded.trajectory.steps.len(),
+        indices.len()
+    );
+    assert_eq!(seen.lock().unwrap().len(), bounded.trajectory.steps.len());
+}

@@ -14,6 +14,7 @@ use rca_agents::flash::{
     FlashAgent, FlashConfig, FlashError, FlashPolicy, HindsightBase, HumanChannel, ModelPolicy,
     RulePolicy,
 };
+use rca_agents::orchestra::deadline::{DeadlineModel, within};
 use rca_agents::orchestra::pipeline::service_graph;
 use rca_tools::incident_dir::IncidentDir;
 use rca_tools::tools::IncidentTools;
@@ -105,6 +106,36 @@ impl HumanChannel for TerminalHuman {
     }
 }
 
+/// Prints each step on stderr as it is recorded (redacted): its index, the status and
+/// thought's first line, the action and the start of what it observed.
+fn step_printer(redactor: rca_llm::redact::Redactor) -> rca_agents::flash::StepObserver {
+    Arc::new(move |step: &rca_core::trajectory::Step| {
+        eprintln!("{}", redactor.redact(&step_line(step)));
+    })
+}
+
+/// One line for a step: `step N: thought -> action: observation`, each part cut short.
+fn step_line(step: &rca_core::trajectory::Step) -> String {
+    let cut = |text: &str, n: usize| -> String {
+        let first = text.lines().next().unwrap_or("");
+        if first.chars().count() > n {
+            format!("{}...", first.chars().take(n).collect::<String>())
+        } else {
+            first.to_string()
+        }
+    };
+    let mut line = format!("flash: step {}: {}", step.index + 1, cut(&step.thought, 80));
+    if let Some(action) = &step.action {
+        line.push_str(&format!(" -> {}", action.name));
+    }
+    match (&step.error, &step.observation) {
+        (Some(e), _) => line.push_str(&format!(": failed: {}", cut(e, 100))),
+        (None, Some(o)) => line.push_str(&format!(": {}", cut(&o.text, 100))),
+        (None, None) => {}
+    }
+    line
+}
+
 /// Runs the command.
 pub async fn run(args: FlashArgs) -> anyhow::Result<()> {
     let config = load_config(args.config.as_deref())?;
@@ -115,7 +146,10 @@ pub async fn run(args: FlashArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read the guide {}", args.guide.display()))?;
     rca_agents::flash::parse_tsg(&guide)
         .with_context(|| format!("cannot use the guide {}", args.guide.display()))?;
-    let model = config.model_for(config.roles.controller.as_ref())?;
+    // Every model call ends by the run's wall budget (`budgets.wall_seconds`).
+    let model = config
+        .model_for(config.roles.controller.as_ref())?
+        .map(|m| Arc::new(DeadlineModel::new(m)) as Arc<dyn rca_core::ChatModel>);
     let tools = IncidentTools::from_dir(loaded.clone())?
         .registry(model.clone())
         .await?;
@@ -151,9 +185,20 @@ pub async fn run(args: FlashArgs) -> anyhow::Result<()> {
         .with_config(FlashConfig {
             max_iterations: args.max_iterations,
             human_timeout_ms: args.human_timeout * 1000,
+            wall_ms: Some(config.budgets.wall_seconds.saturating_mul(1000)),
             ..FlashConfig::default()
-        });
-    let run = agent.run(&loaded.incident, &guide, facts).await?;
+        })
+        .with_progress(step_printer(redactor.clone()));
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_secs(config.budgets.wall_seconds);
+    let run = within(deadline, agent.run(&loaded.incident, &guide, facts)).await?;
+    if run.trajectory.outcome == rca_core::trajectory::Outcome::TimedOut {
+        eprintln!(
+            "flash: the wall budget ({} s, budgets.wall_seconds) ran out; the run stopped after {} step(s)",
+            config.budgets.wall_seconds,
+            run.trajectory.steps.len()
+        );
+    }
     let record = serde_json::json!({
         "format_version": TRAJECTORY_FORMAT_VERSION,
         "agent": "flash",

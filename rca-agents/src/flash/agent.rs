@@ -404,6 +404,13 @@ pub struct FlashConfig {
     /// by default); past it the query fails and the run goes on.
     #[serde(default = "default_human_timeout_ms")]
     pub human_timeout_ms: u64,
+    /// The run's wall-time budget in milliseconds (none by default): no step starts past it,
+    /// and the run ends with [`Outcome::TimedOut`]. A model call that would outlive it is
+    /// for the host to bound (run the agent inside
+    /// [`crate::orchestra::deadline::within`] with its models wrapped in
+    /// [`crate::orchestra::deadline::DeadlineModel`], as `rca flash` does).
+    #[serde(default)]
+    pub wall_ms: Option<u64>,
 }
 
 fn default_human_timeout_ms() -> u64 {
@@ -416,6 +423,7 @@ impl Default for FlashConfig {
             max_iterations: 40,
             observation_chars: 4_000,
             human_timeout_ms: default_human_timeout_ms(),
+            wall_ms: None,
         }
     }
 }
@@ -510,7 +518,11 @@ pub struct FlashAgent {
     human: Option<Arc<dyn HumanChannel>>,
     reasoner: Option<Arc<dyn ChatModel>>,
     config: FlashConfig,
+    progress: Option<StepObserver>,
 }
+
+/// Called with every step as soon as it is recorded (what a command prints live).
+pub type StepObserver = Arc<dyn Fn(&Step) + Send + Sync>;
 
 impl std::fmt::Debug for FlashAgent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -531,6 +543,7 @@ impl FlashAgent {
             human: None,
             reasoner: None,
             config: FlashConfig::default(),
+            progress: None,
         }
     }
 
@@ -556,6 +569,20 @@ impl FlashAgent {
     pub fn with_config(mut self, config: FlashConfig) -> Self {
         self.config = config;
         self
+    }
+
+    /// Calls `observer` with every step as soon as it is recorded.
+    pub fn with_progress(mut self, observer: StepObserver) -> Self {
+        self.progress = Some(observer);
+        self
+    }
+
+    fn record(&self, trajectory: &mut Trajectory, step: Step) {
+        if let Some(observer) = &self.progress {
+            observer(&step);
+        }
+        trajectory.usage.add(&step.usage);
+        trajectory.steps.push(step);
     }
 
     fn context_tools(&self, state: FlashState) -> Vec<ToolSpec> {
@@ -598,7 +625,12 @@ impl FlashAgent {
             .with_cutoff(incident.detected_at)
             .with_incident(incident.id.clone());
         let incident_text = format!("{} ({})", incident.title, incident.description);
+        let wall = self.config.wall_ms.map(std::time::Duration::from_millis);
         for iteration in 0..self.config.max_iterations {
+            if wall.is_some_and(|w| started.elapsed() >= w) {
+                trajectory.outcome = Outcome::TimedOut;
+                break;
+            }
             if detect_by_rules(&memory) == Some(FlashState::Finished) {
                 trajectory.outcome = Outcome::Finalized;
                 break;
@@ -653,8 +685,7 @@ impl FlashAgent {
                 Err(e) => {
                     step.thought = format!("[{state}] {note}").trim_end().to_string();
                     step.error = Some(e.to_string());
-                    trajectory.usage.add(&step.usage);
-                    trajectory.steps.push(step);
+                    self.record(&mut trajectory, step);
                     continue;
                 }
             };
@@ -969,10 +1000,11 @@ impl FlashAgent {
             }
             step.observation = Some(Observation::full(observation));
             step.elapsed_ms = t0.elapsed().as_millis() as u64;
-            trajectory.usage.add(&step.usage);
-            trajectory.steps.push(step);
+            self.record(&mut trajectory, step);
         }
-        if memory.final_answer.is_none() && trajectory.outcome != Outcome::Finalized {
+        if memory.final_answer.is_none()
+            && !matches!(trajectory.outcome, Outcome::Finalized | Outcome::TimedOut)
+        {
             trajectory.outcome = Outcome::StepBudgetExhausted;
         }
         if detect_by_rules(&memory) == Some(FlashState::Finished) && memory.final_answer.is_none() {

@@ -32,7 +32,7 @@ pub mod tsg;
 
 pub use agent::{
     FlashAgent, FlashConfig, FlashPolicy, FlashRun, HumanChannel, ModelPolicy, RulePolicy,
-    StatusReading,
+    StatusReading, StepObserver,
 };
 pub use hindsight::{HindsightBase, Hint, Lesson, Trigger};
 pub use memory::GlobalMemory;
