@@ -313,7 +313,11 @@ pub fn scale_table(runs: &[ScaleRun], build: &str) -> String {
         let top = names(r);
         let bundled = r.incident.starts_with("bundled");
         let yes_no = |same: bool| if same { "yes" } else { "no" };
-        let same = if bundled { yes_no(top == baseline) } else { "-" };
+        let same = if bundled {
+            yes_no(top == baseline)
+        } else {
+            "-"
+        };
         let previous = match (&before, bundled) {
             (Some(b), true) => yes_no(&top == b),
             _ => "-",
@@ -332,7 +336,10 @@ pub fn scale_table(runs: &[ScaleRun], build: &str) -> String {
                 .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
             r.input_rss_bytes
                 .filter(|_| records > 0)
-                .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / records as f64)),
+                .map_or("-".to_string(), |b| format!(
+                    "{:.0}",
+                    b as f64 / records as f64
+                )),
             r.peak_rss_bytes
                 .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
             r.records_per_second(),
